@@ -1,0 +1,254 @@
+//! The engine: a registry of named queues sharing one clock and one driver.
+//!
+//! Invariants: queue names are unique among live queues; a queue's
+//! dead-letter queue exists before it and cannot be deleted while any queue
+//! dead-letters into it (so dead-letter chains are acyclic and never dangle);
+//! create and delete are serialised by one mutex (they are rare), while every
+//! message operation goes straight to the queue without touching the registry.
+
+use std::fmt;
+use std::time::Duration;
+
+use dashmap::DashMap;
+
+use crate::clock::{Clock, Nanos, SystemClock, duration_nanos};
+use crate::config::{QueueConfig, validate_name};
+use crate::driver::Driver;
+use crate::error::Error;
+use crate::queue::{Queue, QueueCore};
+use crate::receipt::{ReceiptKey, random_u64};
+use crate::shard::MAX_QUEUE_ORDINAL;
+use crate::sync::{Arc, AtomicU32, Mutex, Ordering, lock};
+
+/// What every queue of an engine shares.
+#[derive(Debug)]
+pub(crate) struct EngineShared {
+    pub(crate) id: u64,
+    pub(crate) key: ReceiptKey,
+    pub(crate) clock: Box<dyn Clock>,
+    pub(crate) tick_shift: u32,
+}
+
+pub(crate) struct EngineInner {
+    pub(crate) shared: Arc<EngineShared>,
+    pub(crate) queues: DashMap<String, Arc<QueueCore>>,
+    next_ordinal: AtomicU32,
+    default_shards: usize,
+    registry: Mutex<()>,
+    driver: Mutex<Option<Driver>>,
+}
+
+impl fmt::Debug for EngineInner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine").field("queues", &self.queues.len()).field("clock", &self.shared.clock).finish()
+    }
+}
+
+impl EngineInner {
+    /// Every live queue (a snapshot).
+    pub(crate) fn snapshot(&self, into: &mut Vec<Arc<QueueCore>>) {
+        into.clear();
+        into.extend(self.queues.iter().map(|q| q.value().clone()));
+    }
+}
+
+impl Drop for EngineInner {
+    fn drop(&mut self) {
+        if let Some(driver) = lock(&self.driver).take() {
+            driver.stop();
+        }
+    }
+}
+
+/// An in-process queue engine. Cheap to clone, `Send + Sync`.
+///
+/// With the system clock a background driver thread (one per engine, stopped
+/// when the last handle is dropped) applies expiries within one tick and wakes
+/// long-polling receivers. With a `ManualClock` there is no thread: every
+/// operation applies the expiries due at the clock's current time.
+#[derive(Clone, Debug)]
+pub struct Engine {
+    inner: Arc<EngineInner>,
+}
+
+/// Builds an `Engine`.
+#[derive(Debug)]
+pub struct EngineBuilder {
+    clock: Option<Box<dyn Clock>>,
+    tick: Duration,
+    default_shards: Option<usize>,
+}
+
+impl Default for EngineBuilder {
+    fn default() -> Self {
+        EngineBuilder { clock: None, tick: Duration::from_millis(1), default_shards: None }
+    }
+}
+
+impl EngineBuilder {
+    /// Uses `clock` (a `ManualClock` for tests and simulation).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Box::new(clock));
+        self
+    }
+
+    /// The driver's tick (default 1 ms, clamped to 50 µs ..= 1 s): expiries
+    /// are applied within one tick of their deadline with the system clock.
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.tick = tick.clamp(Duration::from_micros(50), Duration::from_secs(1));
+        self
+    }
+
+    /// Shards of queues whose config does not name a count (default: the
+    /// machine's available parallelism).
+    pub fn default_shards(mut self, shards: usize) -> Self {
+        self.default_shards = Some(shards.clamp(1, crate::config::MAX_SHARDS));
+        self
+    }
+
+    /// Starts the engine (and, with a non-manual clock, its driver thread).
+    pub fn build(self) -> Engine {
+        let clock = self.clock.unwrap_or_else(|| Box::new(SystemClock::new()));
+        let manual = clock.is_manual();
+        // The wheel's tick: the largest power of two of nanoseconds within the
+        // driver tick, so a wheel slot never spans more than one driver tick.
+        let tick_nanos = duration_nanos(self.tick).max(1);
+        let tick_shift = 63 - tick_nanos.leading_zeros();
+        let default_shards = self.default_shards.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, |n| n.get()).min(crate::config::MAX_SHARDS)
+        });
+        let shared = Arc::new(EngineShared { id: random_u64(), key: ReceiptKey::random(), clock, tick_shift });
+        let inner = Arc::new(EngineInner {
+            shared,
+            queues: DashMap::new(),
+            next_ordinal: AtomicU32::new(0),
+            default_shards,
+            registry: Mutex::new(()),
+            driver: Mutex::new(None),
+        });
+        let weak = Arc::downgrade(&inner);
+        if manual {
+            // Wake long-polling receivers whenever virtual time moves.
+            inner.shared.clock.on_advance(Box::new(move || {
+                if let Some(engine) = weak.upgrade() {
+                    for queue in engine.queues.iter() {
+                        queue.waiters.notify();
+                    }
+                }
+            }));
+        } else {
+            *lock(&inner.driver) = Some(Driver::spawn(weak, self.tick));
+        }
+        Engine { inner }
+    }
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Engine {
+    /// An engine on the system clock with default settings.
+    pub fn new() -> Self {
+        EngineBuilder::default().build()
+    }
+
+    /// A builder for an engine with another clock, tick or shard count.
+    pub fn builder() -> EngineBuilder {
+        EngineBuilder::default()
+    }
+
+    /// The engine clock's current time.
+    pub fn now(&self) -> Nanos {
+        self.inner.shared.clock.now()
+    }
+
+    /// Creates a queue. Validates the name and config, that the name is free
+    /// and that the dead-letter queue exists; on error nothing is created.
+    pub fn create_queue(&self, name: &str, config: QueueConfig) -> Result<Queue, Error> {
+        validate_name(name)?;
+        config.validate()?;
+        let _serial = lock(&self.inner.registry);
+        if self.inner.queues.contains_key(name) {
+            return Err(Error::QueueAlreadyExists { name: name.to_string() });
+        }
+        let dead_letter = match &config.dead_letter_queue {
+            None => None,
+            Some(dlq) if dlq == name => {
+                return Err(Error::DeadLetterCycle { path: vec![name.to_string(), name.to_string()] });
+            }
+            Some(dlq) => match self.inner.queues.get(dlq.as_str()) {
+                Some(core) => Some(core.value().clone()),
+                None => return Err(Error::DeadLetterQueueNotFound { name: dlq.clone() }),
+            },
+        };
+        let ordinal = self.inner.next_ordinal.load(Ordering::Relaxed);
+        if ordinal > MAX_QUEUE_ORDINAL {
+            return Err(Error::InvalidConfig {
+                field: "name",
+                reason: format!("this engine has created {MAX_QUEUE_ORDINAL} queues, the most one engine can"),
+            });
+        }
+        self.inner.next_ordinal.store(ordinal + 1, Ordering::Relaxed);
+        let shards = config.shards.unwrap_or(self.inner.default_shards);
+        let core =
+            Arc::new(QueueCore::new(name.to_string(), ordinal, config, shards, self.inner.shared.clone(), dead_letter));
+        self.inner.queues.insert(name.to_string(), core.clone());
+        Ok(Queue { core, _engine: self.inner.clone() })
+    }
+
+    /// The queue named `name`.
+    pub fn queue(&self, name: &str) -> Result<Queue, Error> {
+        match self.inner.queues.get(name) {
+            Some(core) => Ok(Queue { core: core.value().clone(), _engine: self.inner.clone() }),
+            None => Err(Error::QueueNotFound { name: name.to_string() }),
+        }
+    }
+
+    /// Names of all queues, sorted.
+    pub fn list_queues(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.inner.queues.iter().map(|q| q.key().clone()).collect();
+        names.sort();
+        names
+    }
+
+    /// Deletes a queue and its messages. Refused while another queue uses it
+    /// as its dead-letter queue. Existing handles then return `QueueDeleted`.
+    pub fn delete_queue(&self, name: &str) -> Result<(), Error> {
+        let _serial = lock(&self.inner.registry);
+        let Some(core) = self.inner.queues.get(name).map(|q| q.value().clone()) else {
+            return Err(Error::QueueNotFound { name: name.to_string() });
+        };
+        let mut users: Vec<String> = self
+            .inner
+            .queues
+            .iter()
+            .filter(|q| q.value().dead_letter.as_ref().is_some_and(|d| Arc::ptr_eq(d, &core)))
+            .map(|q| q.key().clone())
+            .collect();
+        users.sort();
+        if let Some(used_by) = users.into_iter().next() {
+            return Err(Error::QueueInUse { name: name.to_string(), used_by });
+        }
+        self.inner.queues.remove(name);
+        core.deleted.store(true, Ordering::Release);
+        core.purge_all();
+        core.waiters.notify();
+        Ok(())
+    }
+
+    /// Moves up to `max` ready messages from `from` (usually a dead-letter
+    /// queue) to `to`, keeping ids and payloads and resetting delivery counts
+    /// (like a hosted queue's message move task). Returns how many moved;
+    /// stops early, losing nothing, when `to` is full.
+    pub fn redrive(&self, from: &str, to: &str, max: usize) -> Result<usize, Error> {
+        let from = self.queue(from)?;
+        let to = self.queue(to)?;
+        if Arc::ptr_eq(&from.core, &to.core) {
+            return Err(Error::InvalidConfig { field: "to", reason: "redrive needs two different queues".into() });
+        }
+        Ok(from.core.redrive_to(&to.core, max))
+    }
+}

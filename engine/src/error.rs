@@ -1,0 +1,328 @@
+//! Typed errors. Invariant: an operation that returns an error changed nothing.
+//!
+//! Each variant carries what a caller needs to act (the limit that was hit, the
+//! name that was wrong), and a rejected send hands its payload back.
+
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+/// Why a receipt could not be used on this queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReceiptError {
+    /// The text is not a receipt this library wrote.
+    Malformed {
+        /// What was wrong with it.
+        reason: &'static str,
+    },
+    /// The receipt was issued by another engine instance.
+    WrongEngine,
+    /// The receipt was issued by another queue of this engine.
+    WrongQueue {
+        /// Name of the queue it was presented to.
+        presented_to: String,
+    },
+    /// The receipt's fields do not match its integrity tag: it was altered or
+    /// made up.
+    Forged,
+}
+
+impl fmt::Display for ReceiptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReceiptError::Malformed { reason } => write!(f, "malformed receipt: {reason}"),
+            ReceiptError::WrongEngine => {
+                write!(f, "receipt was issued by another engine instance; use it with the engine that delivered it")
+            }
+            ReceiptError::WrongQueue { presented_to } => write!(
+                f,
+                "receipt was issued by another queue, not '{presented_to}'; use it with the queue that delivered it"
+            ),
+            ReceiptError::Forged => write!(f, "receipt fails its integrity check: it was altered or made up"),
+        }
+    }
+}
+
+impl std::error::Error for ReceiptError {}
+
+/// Why an operation on a lease (ack, extend, release, dead-letter) failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseError {
+    /// The receipt belongs to an earlier attempt (the message was delivered
+    /// again, finished, or purged since). It can never complete a newer delivery.
+    Stale,
+    /// The lease ran out before this call. For `ack` this is only returned under
+    /// `LateAck::Reject`; by default a late ack of a message nobody else
+    /// received yet is accepted.
+    Expired,
+    /// The extension would make this attempt's total lease longer than the
+    /// queue's `max_lease`.
+    CapExceeded {
+        /// The queue's cap on one attempt's total lease.
+        max_lease: Duration,
+    },
+    /// The receipt cannot be used here.
+    InvalidReceipt(ReceiptError),
+    /// The requested visibility is above the queue's `max_visibility`.
+    VisibilityTooLong {
+        /// What was asked for.
+        requested: Duration,
+        /// The queue's limit.
+        max: Duration,
+    },
+    /// The requested delay is above the queue's `max_delay`.
+    DelayTooLong {
+        /// What was asked for.
+        requested: Duration,
+        /// The queue's limit.
+        max: Duration,
+    },
+    /// `dead_letter` on a queue that has no dead-letter queue configured.
+    NoDeadLetterQueue,
+    /// The dead-letter queue is at capacity; the message stays leased here.
+    DeadLetterQueueFull {
+        /// Name of the full dead-letter queue.
+        name: String,
+    },
+    /// The queue was deleted.
+    QueueDeleted,
+}
+
+impl LeaseError {
+    /// The receipt belongs to an older attempt.
+    pub fn is_stale(&self) -> bool {
+        matches!(self, LeaseError::Stale)
+    }
+
+    /// The lease ran out.
+    pub fn is_expired(&self) -> bool {
+        matches!(self, LeaseError::Expired)
+    }
+}
+
+impl fmt::Display for LeaseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LeaseError::Stale => write!(
+                f,
+                "stale receipt: the message was delivered again or finished since this attempt; \
+                 this attempt no longer holds it"
+            ),
+            LeaseError::Expired => write!(
+                f,
+                "the lease expired before this call; receive the message again, \
+                 or renew earlier with more slack"
+            ),
+            LeaseError::CapExceeded { max_lease } => write!(
+                f,
+                "extension refused: one attempt may hold its lease for at most {max_lease:?} (the queue's max_lease)"
+            ),
+            LeaseError::InvalidReceipt(e) => write!(f, "{e}"),
+            LeaseError::VisibilityTooLong { requested, max } => {
+                write!(f, "visibility {requested:?} is above the queue's max_visibility {max:?}")
+            }
+            LeaseError::DelayTooLong { requested, max } => {
+                write!(f, "delay {requested:?} is above the queue's max_delay {max:?}")
+            }
+            LeaseError::NoDeadLetterQueue => {
+                write!(f, "this queue has no dead-letter queue; set QueueConfig::dead_letter_queue")
+            }
+            LeaseError::DeadLetterQueueFull { name } => {
+                write!(f, "dead-letter queue '{name}' is full; the message stays leased on its queue")
+            }
+            LeaseError::QueueDeleted => write!(f, "the queue was deleted"),
+        }
+    }
+}
+
+impl std::error::Error for LeaseError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LeaseError::InvalidReceipt(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<ReceiptError> for LeaseError {
+    fn from(e: ReceiptError) -> Self {
+        LeaseError::InvalidReceipt(e)
+    }
+}
+
+/// Errors from engine and queue operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// A queue name must be 1 to 80 ASCII letters, digits, `-` or `_`.
+    InvalidQueueName {
+        /// The name given.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// No queue has this name.
+    QueueNotFound {
+        /// The name looked up.
+        name: String,
+    },
+    /// A queue with this name exists already.
+    QueueAlreadyExists {
+        /// The name given.
+        name: String,
+    },
+    /// The configured dead-letter queue does not exist.
+    DeadLetterQueueNotFound {
+        /// The dead-letter queue's name.
+        name: String,
+    },
+    /// The dead-letter configuration would send messages round in a cycle.
+    DeadLetterCycle {
+        /// The queues on the cycle, in order.
+        path: Vec<String>,
+    },
+    /// The queue is another queue's dead-letter queue and cannot be deleted.
+    QueueInUse {
+        /// The queue that was to be deleted.
+        name: String,
+        /// The queue that dead-letters into it.
+        used_by: String,
+    },
+    /// The queue was deleted.
+    QueueDeleted {
+        /// Its name.
+        name: String,
+    },
+    /// A `QueueConfig` field is out of range.
+    InvalidConfig {
+        /// The field.
+        field: &'static str,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// The queue holds its maximum number of messages. The payload is handed
+    /// back.
+    QueueFull {
+        /// The queue's `max_messages`.
+        capacity: usize,
+        /// The payload that was not sent.
+        payload: Bytes,
+    },
+    /// The payload is above the queue's `max_payload`.
+    MessageTooLarge {
+        /// The payload's size in bytes.
+        size: usize,
+        /// The queue's limit in bytes.
+        max: usize,
+    },
+    /// The requested visibility is above the queue's `max_visibility`.
+    VisibilityTooLong {
+        /// What was asked for.
+        requested: Duration,
+        /// The queue's limit.
+        max: Duration,
+    },
+    /// The requested delay is above the queue's `max_delay`.
+    DelayTooLong {
+        /// What was asked for.
+        requested: Duration,
+        /// The queue's limit.
+        max: Duration,
+    },
+    /// A batch size outside `1..=max`.
+    InvalidBatchSize {
+        /// What was asked for.
+        requested: usize,
+        /// The largest batch allowed.
+        max: usize,
+    },
+    /// A lease operation failed.
+    Lease(LeaseError),
+}
+
+impl Error {
+    /// The lease error inside, if this is one.
+    pub fn as_lease(&self) -> Option<&LeaseError> {
+        match self {
+            Error::Lease(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The queue was full.
+    pub fn is_queue_full(&self) -> bool {
+        matches!(self, Error::QueueFull { .. })
+    }
+
+    /// The payload of a rejected send, handed back.
+    pub fn into_payload(self) -> Option<Bytes> {
+        match self {
+            Error::QueueFull { payload, .. } => Some(payload),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidQueueName { name, reason } => {
+                write!(f, "invalid queue name {name:?}: {reason} (use 1 to 80 ASCII letters, digits, '-' or '_')")
+            }
+            Error::QueueNotFound { name } => write!(f, "no queue named '{name}'"),
+            Error::QueueAlreadyExists { name } => {
+                write!(f, "a queue named '{name}' exists already")
+            }
+            Error::DeadLetterQueueNotFound { name } => {
+                write!(f, "dead-letter queue '{name}' does not exist; create it first")
+            }
+            Error::DeadLetterCycle { path } => {
+                write!(f, "dead-letter queues would form a cycle: {}", path.join(" -> "))
+            }
+            Error::QueueInUse { name, used_by } => {
+                write!(f, "queue '{name}' is the dead-letter queue of '{used_by}'; delete '{used_by}' first")
+            }
+            Error::QueueDeleted { name } => write!(f, "queue '{name}' was deleted"),
+            Error::InvalidConfig { field, reason } => {
+                write!(f, "invalid queue config: {field} {reason}")
+            }
+            Error::QueueFull { capacity, .. } => {
+                write!(f, "queue is full ({capacity} messages); receive and ack some, or raise max_messages")
+            }
+            Error::MessageTooLarge { size, max } => {
+                write!(f, "message of {size} bytes is above the queue's limit of {max} bytes")
+            }
+            Error::VisibilityTooLong { requested, max } => {
+                write!(f, "visibility {requested:?} is above the queue's max_visibility {max:?}")
+            }
+            Error::DelayTooLong { requested, max } => {
+                write!(f, "delay {requested:?} is above the queue's max_delay {max:?}")
+            }
+            Error::InvalidBatchSize { requested, max } => {
+                write!(f, "batch size {requested} is outside 1..={max}")
+            }
+            Error::Lease(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Lease(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<LeaseError> for Error {
+    fn from(e: LeaseError) -> Self {
+        Error::Lease(e)
+    }
+}
+
+impl From<ReceiptError> for Error {
+    fn from(e: ReceiptError) -> Self {
+        Error::Lease(LeaseError::InvalidReceipt(e))
+    }
+}

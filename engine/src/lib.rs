@@ -1,0 +1,82 @@
+//! # leaseq
+//!
+//! An embeddable, lock-free, in-process queue engine whose visibility timeout
+//! is a lease.
+//!
+//! * `receive` hides a message for a bounded interval (a lease) and returns a
+//!   [`Delivery`] with an attempt-scoped [`Receipt`]; the [`MessageId`] is
+//!   stable, the receipt is not.
+//! * `ack` with the current attempt's receipt removes the message; a receipt
+//!   of an older attempt gets [`LeaseError::Stale`] and can never complete a
+//!   newer delivery.
+//! * If the lease runs out first, the message becomes eligible again at its
+//!   deadline. Consumers can `extend` (bounded by `max_lease`), `release` with
+//!   a delay, or `dead_letter` it.
+//! * Delivery counts and `max_receives` move poison messages to a dead-letter
+//!   queue; [`Backoff`] keeps failures from reclaiming capacity at once.
+//! * [`QueueStats`] shows lease pressure: in flight, oldest ready age,
+//!   processing-time distribution, extensions, redeliveries, stale and late
+//!   acks, dead-letter volume.
+//!
+//! Delivery is at-least-once: make effects idempotent (store the message id
+//! with the effect) and fence external writes with
+//! [`Delivery::fencing_token`].
+//!
+//! ```
+//! use std::time::Duration;
+//! use leaseq::{Engine, ManualClock, QueueConfig, LeaseError};
+//!
+//! let clock = ManualClock::new();
+//! let engine = Engine::builder().clock(clock.clone()).build();
+//! let q = engine.create_queue("jobs", QueueConfig::default())?;
+//! q.send(&b"render frame 7"[..])?;
+//!
+//! let a = q.receive(1)?.remove(0);              // consumer A, 30 s lease
+//! clock.advance(Duration::from_secs(31));        // A stalls past its lease
+//! let b = q.receive(1)?.remove(0);              // B gets the same message
+//! assert_eq!((a.id, b.delivery_count), (b.id, 2));
+//! assert_eq!(q.ack(&a.receipt), Err(LeaseError::Stale)); // A cannot complete B's attempt
+//! q.ack(&b.receipt)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The architecture (shards, the lease state word, the timing wheel) is in
+//! `docs/design.md`.
+
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod backoff;
+mod clock;
+mod config;
+mod dead_letter;
+mod delivery;
+mod driver;
+mod engine;
+mod error;
+mod lease;
+mod lifecycle;
+mod queue;
+mod ready;
+mod receipt;
+mod shard;
+mod slot;
+mod stats;
+mod sync;
+mod timers;
+mod waiters;
+mod wheel;
+
+pub use backoff::Backoff;
+pub use clock::{Clock, ManualClock, Nanos, SystemClock};
+pub use config::{
+    LateAck, MAX_BATCH, MAX_CAPACITY, MAX_DURATION_SETTING, MAX_NAME_LEN, MAX_PAYLOAD_LIMIT, MAX_SHARDS, QueueConfig,
+    validate_name,
+};
+pub use dead_letter::{AttemptOutcome, AttemptRecord, DeadLetterReason, DeadLetterRecord, MAX_ATTEMPT_RECORDS};
+pub use delivery::{Delivery, ReceiveOptions, SendOptions};
+pub use engine::{Engine, EngineBuilder};
+pub use error::{Error, LeaseError, ReceiptError};
+pub use queue::{Queue, ReceiveFuture};
+pub use receipt::{MessageId, Receipt};
+pub use stats::{QueueStats, SUGGESTION_MARGIN, SUGGESTION_MIN_SAMPLES};

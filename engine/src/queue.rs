@@ -1,0 +1,349 @@
+//! A queue: the public handle and the shared state behind it.
+//!
+//! Invariant: every public operation validates its input before touching any
+//! slot, so an error leaves the queue as it was; `QueueCore` is immutable
+//! after creation except through atomics (the lease words, counters,
+//! `deleted`), so a `Queue` is cheap to clone and `Send + Sync`.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::clock::{Nanos, duration_nanos};
+use crate::config::{MAX_BATCH, QueueConfig};
+use crate::delivery::{Delivery, ReceiveOptions, SendOptions};
+use crate::engine::{EngineInner, EngineShared};
+use crate::error::{Error, LeaseError};
+use crate::receipt::{MessageId, Receipt};
+use crate::shard::{Shard, shard_capacity};
+use crate::stats::QueueStats;
+use crate::sync::{Arc, AtomicBool, Ordering};
+use crate::waiters::{Registration, Waiters};
+
+/// Limits kept as nanoseconds for the hot paths.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) default_visibility: u64,
+    pub(crate) max_lease: u64,
+}
+
+/// Everything a queue shares between its handles.
+#[derive(Debug)]
+pub(crate) struct QueueCore {
+    pub(crate) name: String,
+    pub(crate) ordinal: u32,
+    pub(crate) config: QueueConfig,
+    pub(crate) limits: Limits,
+    pub(crate) engine: Arc<EngineShared>,
+    pub(crate) shards: Box<[Shard]>,
+    pub(crate) dead_letter: Option<Arc<QueueCore>>,
+    pub(crate) waiters: Waiters,
+    pub(crate) deleted: AtomicBool,
+}
+
+impl QueueCore {
+    pub(crate) fn new(
+        name: String,
+        ordinal: u32,
+        config: QueueConfig,
+        shard_count: usize,
+        engine: Arc<EngineShared>,
+        dead_letter: Option<Arc<QueueCore>>,
+    ) -> Self {
+        let now = engine.clock.now().0;
+        let shard_count = shard_count.min(config.max_messages).max(1);
+        let shards = (0..shard_count)
+            .map(|i| Shard::new(i as u16, shard_capacity(config.max_messages, shard_count, i), engine.tick_shift, now))
+            .collect();
+        let limits = Limits {
+            default_visibility: duration_nanos(config.visibility_timeout),
+            max_lease: duration_nanos(config.max_lease),
+        };
+        QueueCore {
+            name,
+            ordinal,
+            config,
+            limits,
+            engine,
+            shards,
+            dead_letter,
+            waiters: Waiters::new(),
+            deleted: AtomicBool::new(false),
+        }
+    }
+
+    fn check_live(&self) -> Result<(), Error> {
+        if self.deleted.load(Ordering::Acquire) {
+            return Err(Error::QueueDeleted { name: self.name.clone() });
+        }
+        Ok(())
+    }
+
+    fn visibility_of(&self, options: &ReceiveOptions) -> Result<u64, Error> {
+        match options.visibility {
+            None => Ok(self.limits.default_visibility),
+            Some(v) if v > self.config.max_visibility => {
+                Err(Error::VisibilityTooLong { requested: v, max: self.config.max_visibility })
+            }
+            Some(v) => Ok(duration_nanos(v)),
+        }
+    }
+
+    fn check_batch(max: usize) -> Result<(), Error> {
+        if max == 0 || max > MAX_BATCH {
+            return Err(Error::InvalidBatchSize { requested: max, max: MAX_BATCH });
+        }
+        Ok(())
+    }
+
+    /// Gauges of this queue (ready + delayed + in flight), from its counters.
+    fn depth(&self) -> u64 {
+        let stats = QueueStats::assemble(self.shards.iter().map(|s| &*s.stats), 0, None, Duration::ZERO);
+        stats.ready + stats.delayed + stats.in_flight
+    }
+
+    pub(crate) fn stats(&self) -> QueueStats {
+        let now = self.now();
+        self.run_all_timers(now);
+        let oldest = self.oldest_ready_sent_at().map(|sent| Nanos(now).saturating_since(Nanos(sent)));
+        let dead_letter_depth = self.dead_letter.as_ref().map_or(0, |d| d.depth());
+        QueueStats::assemble(
+            self.shards.iter().map(|s| &*s.stats),
+            dead_letter_depth,
+            oldest,
+            self.config.visibility_timeout,
+        )
+    }
+}
+
+/// A handle to one queue of an engine. Cheap to clone, `Send + Sync`.
+#[derive(Clone)]
+pub struct Queue {
+    pub(crate) core: Arc<QueueCore>,
+    /// Keeps the engine (and its driver thread) alive while handles exist.
+    pub(crate) _engine: Arc<EngineInner>,
+}
+
+impl fmt::Debug for Queue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Queue").field("name", &self.core.name).field("shards", &self.core.shards.len()).finish()
+    }
+}
+
+impl Queue {
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    /// The queue's configuration.
+    pub fn config(&self) -> &QueueConfig {
+        &self.core.config
+    }
+
+    /// The engine clock's current time (what deadlines are measured on).
+    pub fn now(&self) -> Nanos {
+        Nanos(self.core.now())
+    }
+
+    /// Sends a message, receivable at once.
+    pub fn send(&self, payload: impl Into<Bytes>) -> Result<MessageId, Error> {
+        self.send_with(payload, SendOptions::default())
+    }
+
+    /// Sends a message with options (a delay before it is receivable).
+    pub fn send_with(&self, payload: impl Into<Bytes>, options: impl Into<SendOptions>) -> Result<MessageId, Error> {
+        let core = &self.core;
+        core.check_live()?;
+        let delay = self.delay_of(options.into())?;
+        let id = core.send_one(payload.into(), delay, core.now())?;
+        if delay == 0 {
+            core.waiters.notify();
+        }
+        Ok(id)
+    }
+
+    fn delay_of(&self, options: SendOptions) -> Result<u64, Error> {
+        if options.delay > self.core.config.max_delay {
+            return Err(Error::DelayTooLong { requested: options.delay, max: self.core.config.max_delay });
+        }
+        Ok(duration_nanos(options.delay))
+    }
+
+    /// Sends several messages; one result per payload, in order. Each
+    /// payload succeeds or fails on its own (a full queue refuses the rest and
+    /// hands each payload back).
+    pub fn send_batch<P: Into<Bytes>>(&self, payloads: impl IntoIterator<Item = P>) -> Vec<Result<MessageId, Error>> {
+        let core = &self.core;
+        if let Err(e) = core.check_live() {
+            return payloads.into_iter().map(|_| Err(e.clone())).collect();
+        }
+        let now = core.now();
+        let results: Vec<_> = payloads.into_iter().map(|p| core.send_one(p.into(), 0, now)).collect();
+        if results.iter().any(Result::is_ok) {
+            core.waiters.notify();
+        }
+        results
+    }
+
+    /// Receives up to `max` messages (1..=1024) with the queue's default
+    /// visibility, without waiting.
+    pub fn receive(&self, max: usize) -> Result<Vec<Delivery>, Error> {
+        self.receive_with(max, ReceiveOptions::default())
+    }
+
+    /// Receives up to `max` messages; with `options.wait`, blocks the calling
+    /// thread up to that long (engine clock) for at least one.
+    pub fn receive_with(&self, max: usize, options: ReceiveOptions) -> Result<Vec<Delivery>, Error> {
+        let core = &self.core;
+        core.check_live()?;
+        QueueCore::check_batch(max)?;
+        let visibility = core.visibility_of(&options)?;
+        let mut out = Vec::new();
+        let now = core.now();
+        core.receive_ready(max, visibility, now, &mut out);
+        let wait = options.wait.unwrap_or(Duration::ZERO);
+        if !out.is_empty() || wait.is_zero() {
+            return Ok(out);
+        }
+        let until = now.saturating_add(duration_nanos(wait));
+        let manual = core.engine.clock.is_manual();
+        loop {
+            let registration = core.waiters.register_thread();
+            let now = core.now();
+            core.receive_ready(max, visibility, now, &mut out);
+            if !out.is_empty() || now >= until || core.deleted.load(Ordering::Acquire) {
+                core.waiters.deregister(registration);
+                return Ok(out);
+            }
+            if manual {
+                // Virtual time: only a send, a release or the clock moving
+                // (which notifies) can change anything.
+                std::thread::park();
+            } else {
+                std::thread::park_timeout(Duration::from_nanos(until - now));
+            }
+            core.waiters.deregister(registration);
+        }
+    }
+
+    /// Like `receive_with`, as a future that works on any executor: it is
+    /// woken by sends, releases and expiries, and its wait runs out on the
+    /// engine's driver tick (or, with a manual clock, when the clock passes it).
+    pub fn receive_async(&self, max: usize, options: ReceiveOptions) -> ReceiveFuture {
+        ReceiveFuture { queue: self.clone(), max, options, until: None, registration: None }
+    }
+
+    /// Acks the attempt `receipt` names: the message is gone for good.
+    pub fn ack(&self, receipt: &Receipt) -> Result<(), LeaseError> {
+        self.core.ack(receipt)
+    }
+
+    /// Acks several receipts; one result per receipt, in order.
+    pub fn ack_batch(&self, receipts: &[Receipt]) -> Vec<Result<(), LeaseError>> {
+        receipts.iter().map(|r| self.core.ack(r)).collect()
+    }
+
+    /// Extends the lease to now + `visibility`. Only while the lease is held
+    /// (before its deadline); refused past `max_lease` for one attempt.
+    pub fn extend(&self, receipt: &Receipt, visibility: Duration) -> Result<Nanos, LeaseError> {
+        self.core.extend(receipt, visibility)
+    }
+
+    /// Ends the attempt now; the message is receivable again after `delay`
+    /// (zero: at once). At the retry ceiling it goes to the dead-letter queue.
+    pub fn release(&self, receipt: &Receipt, delay: Duration) -> Result<(), LeaseError> {
+        self.core.release(receipt, Some(delay))
+    }
+
+    /// Like `release`, with the delay the queue's `backoff` gives for this
+    /// message's delivery count.
+    pub fn release_with_backoff(&self, receipt: &Receipt) -> Result<(), LeaseError> {
+        self.core.release(receipt, None)
+    }
+
+    /// Moves the message to the dead-letter queue now (the consumer declares it
+    /// poison), with `reason` in its record.
+    pub fn dead_letter(&self, receipt: &Receipt, reason: &str) -> Result<(), LeaseError> {
+        self.core.dead_letter(receipt, reason)
+    }
+
+    /// Removes every message (ready, delayed and in flight); returns how many.
+    /// Receipts of purged messages become stale.
+    pub fn purge(&self) -> Result<u64, Error> {
+        self.core.check_live()?;
+        Ok(self.core.purge_all())
+    }
+
+    /// Lease pressure right now. O(shards) plus a scan of the slots in use
+    /// for `oldest_ready_age`; applies due timers first.
+    pub fn stats(&self) -> QueueStats {
+        self.core.stats()
+    }
+
+    /// The dead-letter queue's name, if one is configured.
+    pub fn dead_letter_queue(&self) -> Option<&str> {
+        self.core.dead_letter.as_ref().map(|d| d.name.as_str())
+    }
+}
+
+/// The future of `Queue::receive_async`.
+pub struct ReceiveFuture {
+    queue: Queue,
+    max: usize,
+    options: ReceiveOptions,
+    until: Option<u64>,
+    registration: Option<Registration>,
+}
+
+impl fmt::Debug for ReceiveFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReceiveFuture").field("queue", &self.queue.core.name).field("max", &self.max).finish()
+    }
+}
+
+impl Future for ReceiveFuture {
+    type Output = Result<Vec<Delivery>, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let core = &this.queue.core;
+        if let Err(e) = core.check_live().and_then(|()| QueueCore::check_batch(this.max)) {
+            return Poll::Ready(Err(e));
+        }
+        let visibility = match core.visibility_of(&this.options) {
+            Ok(v) => v,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
+        let now = core.now();
+        let until = *this
+            .until
+            .get_or_insert_with(|| now.saturating_add(duration_nanos(this.options.wait.unwrap_or(Duration::ZERO))));
+        let mut out = Vec::new();
+        core.receive_ready(this.max, visibility, now, &mut out);
+        if out.is_empty() && now < until {
+            let registration = core.waiters.register_task(cx.waker(), until, this.registration);
+            this.registration = Some(registration);
+            core.receive_ready(this.max, visibility, core.now(), &mut out);
+            if out.is_empty() {
+                return Poll::Pending;
+            }
+        }
+        if let Some(registration) = this.registration.take() {
+            core.waiters.deregister(registration);
+        }
+        Poll::Ready(Ok(out))
+    }
+}
+
+impl Drop for ReceiveFuture {
+    fn drop(&mut self) {
+        if let Some(registration) = self.registration.take() {
+            self.queue.core.waiters.deregister(registration);
+        }
+    }
+}

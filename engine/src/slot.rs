@@ -1,0 +1,319 @@
+//! Message slots and the per-shard slab that owns them.
+//!
+//! Invariants:
+//! * A slot's `body` is touched only by the thread that owns the slot: the one
+//!   holding a claim on its lease word, or the sender that popped it off the
+//!   free list (a `Free` slot is on the free list or owned by exactly one
+//!   sender, never both).
+//! * Slots are never deallocated while the shard lives, so an index from a
+//!   receipt, a ready entry or a timer entry always names valid memory; the
+//!   generation in the lease word decides whether it still means anything.
+//! * The free list is a Treiber stack of slot indices whose head carries a
+//!   32-bit tag bumped on every change, so a pop that raced a pop-and-push of
+//!   the same index fails its compare-exchange instead of corrupting the list
+//!   (the ABA problem).
+
+use bytes::Bytes;
+
+use crate::dead_letter::{AttemptRecord, DeadLetterRecord, MAX_ATTEMPT_RECORDS};
+use crate::lease::LeaseWord;
+use crate::sync::{AtomicU32, AtomicU64, Mutex, OnceLock, Ordering, UnsafeCell, lock};
+
+/// Slots per page. Pages are allocated when first needed, so an empty queue
+/// with a large `max_messages` costs only its page table.
+pub(crate) const PAGE_SLOTS: usize = 512;
+
+/// The fields of a message that only the slot's owner touches.
+#[derive(Debug, Default)]
+pub(crate) struct Body {
+    pub(crate) payload: Bytes,
+    pub(crate) id: u64,
+    /// When the current attempt's receive happened (lease cap and processing
+    /// time are measured from it).
+    pub(crate) received_at: u64,
+    /// When the current attempt's lease runs out.
+    pub(crate) deadline: u64,
+    /// Deliveries on this queue (1 on the first); reset by redrive.
+    pub(crate) delivery_count: u32,
+    /// Deliveries over the message's whole life; never reset (fencing token).
+    pub(crate) lifetime_deliveries: u32,
+    /// Failed attempts and the dead-letter record: allocated only once an
+    /// attempt fails, so the happy path allocates nothing here.
+    pub(crate) history: Option<Box<History>>,
+}
+
+/// What a message remembers of its failures.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct History {
+    /// The most recent failed attempts, oldest first, at most
+    /// `MAX_ATTEMPT_RECORDS`.
+    pub(crate) attempts: Vec<AttemptRecord>,
+    /// Set once the message was dead-lettered.
+    pub(crate) dead_letter: Option<std::sync::Arc<DeadLetterRecord>>,
+}
+
+impl History {
+    pub(crate) fn remember(&mut self, attempt: AttemptRecord) {
+        if self.attempts.len() == MAX_ATTEMPT_RECORDS {
+            self.attempts.remove(0);
+        }
+        self.attempts.push(attempt);
+    }
+}
+
+/// One message's home.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub(crate) lease: LeaseWord,
+    /// Send time, readable without owning the slot (for the oldest-ready
+    /// age). Relaxed: it is a statistic, never used to decide a transition.
+    pub(crate) sent_at: AtomicU64,
+    next_free: AtomicU32,
+    body: UnsafeCell<Body>,
+}
+
+// SAFETY: `body` is an `UnsafeCell` accessed only by the slot's single owner
+// (see the module invariant); ownership moves between threads only through the
+// Acquire/Release operations on `lease` or on the free-list head, which order
+// the accesses. Every other field is atomic.
+unsafe impl Sync for Slot {}
+
+impl Slot {
+    fn new() -> Self {
+        Slot {
+            lease: LeaseWord::new(),
+            sent_at: AtomicU64::new(0),
+            next_free: AtomicU32::new(NIL),
+            body: UnsafeCell::new(Body::default()),
+        }
+    }
+
+    /// Reads the body.
+    ///
+    /// # Safety
+    /// The caller owns the slot: it holds a claim on `lease`, or popped the
+    /// slot off the free list and has not published it yet.
+    #[inline]
+    pub(crate) unsafe fn body<R>(&self, f: impl FnOnce(&Body) -> R) -> R {
+        // SAFETY: the caller owns the slot, so no other thread writes the body
+        // while this reference lives.
+        self.body.with(|body| f(unsafe { &*body }))
+    }
+
+    /// Changes the body.
+    ///
+    /// # Safety
+    /// As for `body`.
+    #[inline]
+    pub(crate) unsafe fn body_mut<R>(&self, f: impl FnOnce(&mut Body) -> R) -> R {
+        // SAFETY: the caller owns the slot, so this is the only reference to
+        // the body while it lives.
+        self.body.with_mut(|body| f(unsafe { &mut *body }))
+    }
+}
+
+const NIL: u32 = u32::MAX;
+
+/// A shard's slots: a page table, a bump counter for never-used slots and the
+/// free list of used ones.
+#[derive(Debug)]
+pub(crate) struct Slab {
+    pages: Box<[OnceLock<Box<[Slot]>>]>,
+    capacity: u32,
+    /// Slots handed out at least once; indices below it exist.
+    allocated: AtomicU32,
+    /// Treiber stack head: tag in the high 32 bits, top index in the low 32.
+    free_head: AtomicU64,
+    /// Serialises page allocation (rare; never on a slot's hot path once its
+    /// page exists).
+    grow: Mutex<()>,
+}
+
+impl Slab {
+    pub(crate) fn new(capacity: u32) -> Self {
+        let page_count = (capacity as usize).div_ceil(PAGE_SLOTS);
+        let pages: Box<[OnceLock<Box<[Slot]>>]> = (0..page_count).map(|_| OnceLock::new()).collect();
+        let slab = Slab {
+            pages,
+            capacity,
+            allocated: AtomicU32::new(0),
+            free_head: AtomicU64::new(u64::from(NIL)),
+            grow: Mutex::new(()),
+        };
+        // Under loom, std's `OnceLock` could block outside the model's view;
+        // loom slabs are tiny, so allocate every page up front instead.
+        #[cfg(loom)]
+        for page in 0..page_count {
+            slab.page(page);
+        }
+        slab
+    }
+
+    fn page(&self, page: usize) -> &[Slot] {
+        self.pages[page].get_or_init(|| {
+            let _serial = lock(&self.grow);
+            (0..PAGE_SLOTS).map(|_| Slot::new()).collect()
+        })
+    }
+
+    /// The slot at `index`, if it was ever allocated.
+    #[inline]
+    pub(crate) fn get(&self, index: u32) -> Option<&Slot> {
+        // Acquire: pairs with the Release in `allocate`, so the page a slot
+        // index was handed out from is visible here.
+        if index >= self.allocated.load(Ordering::Acquire) {
+            return None;
+        }
+        let index = index as usize;
+        let page = self.pages.get(index / PAGE_SLOTS)?.get()?;
+        page.get(index % PAGE_SLOTS)
+    }
+
+    /// Slots ever allocated (for scans).
+    pub(crate) fn allocated(&self) -> u32 {
+        self.allocated.load(Ordering::Acquire)
+    }
+
+    /// Takes a free slot, or `None` if the shard is at capacity. The caller
+    /// owns the returned slot until it publishes a non-`Free` word.
+    pub(crate) fn allocate(&self) -> Option<(u32, &Slot)> {
+        if let Some(index) = self.pop_free() {
+            let slot = self.get(index).expect("free-listed slots were allocated");
+            return Some((index, slot));
+        }
+        let mut current = self.allocated.load(Ordering::Relaxed);
+        loop {
+            if current >= self.capacity {
+                // Another thread may have freed one since we looked.
+                return self.pop_free().map(|index| (index, self.get(index).expect("free-listed slots exist")));
+            }
+            // Create the page before publishing the index, so `get` never
+            // sees an index whose page is missing.
+            self.page(current as usize / PAGE_SLOTS);
+            // Release: publishes the page creation with the index.
+            match self.allocated.compare_exchange_weak(current, current + 1, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => {
+                    let slot = &self.page(current as usize / PAGE_SLOTS)[current as usize % PAGE_SLOTS];
+                    return Some((current, slot));
+                }
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// Returns a slot to the free list. The caller owns it and has published a
+    /// `Free` word.
+    pub(crate) fn free(&self, index: u32) {
+        let slot = self.get(index).expect("freed slots were allocated");
+        let mut head = self.free_head.load(Ordering::Relaxed);
+        loop {
+            // Relaxed: this link is published by the Release CAS below.
+            slot.next_free.store(head as u32, Ordering::Relaxed);
+            let next = (head & !0xffff_ffff).wrapping_add(1 << 32) | u64::from(index);
+            // Release: the popper's Acquire load of the head sees the link
+            // and everything the freeing owner did to the slot.
+            match self.free_head.compare_exchange_weak(head, next, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(actual) => head = actual,
+            }
+        }
+    }
+
+    fn pop_free(&self) -> Option<u32> {
+        let mut head = self.free_head.load(Ordering::Acquire);
+        loop {
+            let top = head as u32;
+            if top == NIL {
+                return None;
+            }
+            let slot = self.get(top)?;
+            // Relaxed: if another thread popped and re-pushed `top` since we
+            // read the head, the tag changed and the CAS below fails, so a
+            // stale link is never installed.
+            let below = slot.next_free.load(Ordering::Relaxed);
+            let next = (head & !0xffff_ffff).wrapping_add(1 << 32) | u64::from(below);
+            // Acquire: takes ownership of the slot the freer released.
+            match self.free_head.compare_exchange_weak(head, next, Ordering::Acquire, Ordering::Acquire) {
+                Ok(_) => return Some(top),
+                Err(actual) => head = actual,
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocates_up_to_capacity_then_reuses_freed_slots() {
+        let slab = Slab::new(3);
+        let a = slab.allocate().unwrap().0;
+        let b = slab.allocate().unwrap().0;
+        let c = slab.allocate().unwrap().0;
+        assert_eq!((a, b, c), (0, 1, 2));
+        assert!(slab.allocate().is_none(), "capacity is a hard limit");
+        slab.free(b);
+        slab.free(a);
+        assert_eq!(slab.allocate().unwrap().0, a, "free list is LIFO");
+        assert_eq!(slab.allocate().unwrap().0, b);
+        assert!(slab.allocate().is_none());
+    }
+
+    #[test]
+    fn unallocated_indices_are_absent() {
+        let slab = Slab::new(10_000);
+        assert!(slab.get(0).is_none());
+        slab.allocate().unwrap();
+        assert!(slab.get(0).is_some());
+        assert!(slab.get(1).is_none());
+        assert!(slab.get(u32::MAX).is_none());
+    }
+
+    #[test]
+    fn pages_grow_lazily_across_boundaries() {
+        let slab = Slab::new((PAGE_SLOTS * 2 + 5) as u32);
+        for expected in 0..(PAGE_SLOTS * 2 + 5) as u32 {
+            assert_eq!(slab.allocate().unwrap().0, expected);
+        }
+        assert!(slab.allocate().is_none());
+    }
+
+    #[test]
+    fn concurrent_allocate_and_free_never_hands_out_a_slot_twice() {
+        let slab = std::sync::Arc::new(Slab::new(64));
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let slab = slab.clone();
+                std::thread::spawn(move || {
+                    let mut held = Vec::new();
+                    for round in 0..20_000 {
+                        if let Some((index, slot)) = slab.allocate() {
+                            // Mark ownership; a double hand-out trips the assert.
+                            assert_eq!(slot.sent_at.swap(1, Ordering::AcqRel), 0, "slot {index} handed out twice");
+                            held.push(index);
+                        }
+                        if round % 3 == 0 || held.len() > 20 {
+                            while let Some(index) = held.pop() {
+                                slab.get(index).unwrap().sent_at.store(0, Ordering::Release);
+                                slab.free(index);
+                            }
+                        }
+                    }
+                    for index in held {
+                        slab.get(index).unwrap().sent_at.store(0, Ordering::Release);
+                        slab.free(index);
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let mut all = std::collections::HashSet::new();
+        while let Some((index, _)) = slab.allocate() {
+            assert!(all.insert(index));
+        }
+        assert_eq!(all.len(), 64, "no slot lost");
+    }
+}

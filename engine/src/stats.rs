@@ -1,0 +1,405 @@
+//! Lease-pressure observability: counters and latency distributions.
+//!
+//! Invariant: hot-path recording touches only the recording shard's own
+//! cache-padded counters (Relaxed `fetch_add`, no shared line between shards);
+//! `QueueStats` sums the shards on read without stopping anyone. A gauge read
+//! concurrently with operations may be momentarily behind, but the read order
+//! (outflows before inflows, each Acquire against Release increments) keeps
+//! every derived value between zero and what actually happened.
+
+use std::fmt;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// The monotonic counters each shard keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub(crate) enum Counter {
+    /// Messages accepted by send (including redrive into this queue).
+    Sent,
+    /// Deliveries (every successful receive of one message).
+    Received,
+    /// Deliveries with a delivery count above one.
+    Redelivered,
+    /// Acks accepted (on time or late).
+    Acked,
+    /// Acks accepted after the lease's deadline.
+    LateAcks,
+    /// Acks refused as stale.
+    StaleAcks,
+    /// Acks refused as expired (`LateAck::Reject`).
+    ExpiredAcks,
+    /// Leases that ran out.
+    Expired,
+    /// Successful extensions.
+    Extensions,
+    /// Extensions refused (stale, expired or past the cap).
+    ExtensionsRefused,
+    /// Releases (nacks).
+    Released,
+    /// Messages moved from this queue to its dead-letter queue.
+    DeadLettered,
+    /// Messages removed by purge.
+    Purged,
+    /// Messages moved from this queue to another by redrive.
+    RedrivenOut,
+    /// Messages that became ready (send, maturity, expiry, release).
+    ReadyIn,
+    /// Messages that stopped being ready (receive, purge, late ack, redrive out).
+    ReadyOut,
+    /// Messages that became delayed.
+    DelayedIn,
+    /// Messages that stopped being delayed.
+    DelayedOut,
+    /// Attempts that ended (ack, release, expiry, dead-letter, purge).
+    InFlightOut,
+    /// Expired or released messages kept on this queue because the dead-letter
+    /// queue was full.
+    DeadLetterOverflow,
+}
+
+const COUNTERS: usize = Counter::DeadLetterOverflow as usize + 1;
+
+/// The distributions each shard keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub(crate) enum Distribution {
+    /// Receive to ack, nanoseconds.
+    Processing,
+    /// Send to first receive, nanoseconds.
+    TimeInQueue,
+    /// Lease time left at ack, nanoseconds.
+    LeaseLeftAtAck,
+}
+
+const DISTRIBUTIONS: usize = 3;
+
+/// A lock-free log-linear histogram: 16 sub-buckets per power of two (about 6%
+/// relative precision), converted into an HdrHistogram on read.
+pub(crate) struct AtomicHistogram {
+    buckets: Box<[AtomicU64]>,
+}
+
+const SUB_BITS: u32 = 4;
+const SUB_BUCKETS: usize = 1 << SUB_BITS;
+const BUCKETS: usize = (64 - SUB_BITS as usize + 1) * SUB_BUCKETS;
+
+impl fmt::Debug for AtomicHistogram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AtomicHistogram(..)")
+    }
+}
+
+impl AtomicHistogram {
+    pub(crate) fn new() -> Self {
+        AtomicHistogram { buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect() }
+    }
+
+    fn bucket_of(value: u64) -> usize {
+        if value < SUB_BUCKETS as u64 {
+            return value as usize;
+        }
+        let magnitude = 63 - value.leading_zeros(); // >= SUB_BITS
+        let shift = magnitude - SUB_BITS;
+        let sub = (value >> shift) as usize & (SUB_BUCKETS - 1);
+        (shift as usize + 1) * SUB_BUCKETS + sub
+    }
+
+    /// The middle of a bucket, the value reported for its samples.
+    fn representative(bucket: usize) -> u64 {
+        if bucket < SUB_BUCKETS {
+            return bucket as u64;
+        }
+        let shift = (bucket / SUB_BUCKETS - 1) as u32;
+        let sub = (bucket % SUB_BUCKETS) as u64;
+        let low = (SUB_BUCKETS as u64 + sub) << shift;
+        low + ((1u64 << shift) >> 1)
+    }
+
+    pub(crate) fn record(&self, value: u64) {
+        // Relaxed: a sample is a count, ordered with nothing else.
+        self.buckets[Self::bucket_of(value)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn add_to(&self, into: &mut Histogram<u64>) {
+        for (bucket, count) in self.buckets.iter().enumerate() {
+            let n = count.load(Ordering::Relaxed);
+            if n > 0 {
+                // Saturating record never fails for u64 histograms that auto-resize.
+                let _ = into.record_n(Self::representative(bucket).max(1), n);
+            }
+        }
+    }
+}
+
+/// One shard's counters and distributions, on their own cache lines.
+#[derive(Debug)]
+pub(crate) struct ShardStats {
+    counters: [AtomicU64; COUNTERS],
+    distributions: [AtomicHistogram; DISTRIBUTIONS],
+}
+
+impl ShardStats {
+    pub(crate) fn new() -> Self {
+        ShardStats {
+            counters: std::array::from_fn(|_| AtomicU64::new(0)),
+            distributions: std::array::from_fn(|_| AtomicHistogram::new()),
+        }
+    }
+
+    /// Adds `n` to a counter. Release, so that a reader who Acquire-loads this
+    /// counter also sees the inflow increments that happened before it (see
+    /// the module invariant).
+    #[inline]
+    pub(crate) fn add(&self, counter: Counter, n: u64) {
+        self.counters[counter as usize].fetch_add(n, Ordering::Release);
+    }
+
+    #[inline]
+    pub(crate) fn record(&self, distribution: Distribution, nanos: u64) {
+        self.distributions[distribution as usize].record(nanos);
+    }
+
+    pub(crate) fn get(&self, counter: Counter) -> u64 {
+        self.counters[counter as usize].load(Ordering::Acquire)
+    }
+}
+
+/// Sums counters across shards in the order the gauges need.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct CounterSums([u64; COUNTERS]);
+
+impl CounterSums {
+    /// Reads outflow counters first, then everything else: any outflow seen
+    /// was preceded (in happens-before) by its inflow, which the later reads
+    /// therefore see too, so `in - out` never goes negative.
+    pub(crate) fn read<'a>(shards: impl Iterator<Item = &'a ShardStats> + Clone) -> Self {
+        let mut sums = [0u64; COUNTERS];
+        const OUTFLOWS: [Counter; 3] = [Counter::ReadyOut, Counter::DelayedOut, Counter::InFlightOut];
+        for c in OUTFLOWS {
+            sums[c as usize] = shards.clone().map(|s| s.get(c)).sum();
+        }
+        for (index, sum) in sums.iter_mut().enumerate() {
+            if OUTFLOWS.iter().any(|c| *c as usize == index) {
+                continue;
+            }
+            *sum = shards.clone().map(|s| s.counters[index].load(Ordering::Acquire)).sum();
+        }
+        CounterSums(sums)
+    }
+
+    pub(crate) fn get(&self, counter: Counter) -> u64 {
+        self.0[counter as usize]
+    }
+
+    fn gauge(&self, inflow: Counter, outflow: Counter) -> u64 {
+        self.get(inflow).saturating_sub(self.get(outflow))
+    }
+}
+
+/// A snapshot of one queue's lease pressure.
+#[derive(Clone)]
+pub struct QueueStats {
+    /// Messages eligible for receive now.
+    pub ready: u64,
+    /// Messages waiting for a send delay or retry backoff to pass.
+    pub delayed: u64,
+    /// Messages leased to consumers.
+    pub in_flight: u64,
+    /// Messages waiting on this queue's dead-letter queue (0 if it has none).
+    pub dead_letter_depth: u64,
+    /// Age of the oldest ready message (since it was sent), if any is ready.
+    pub oldest_ready_age: Option<Duration>,
+    /// Messages accepted by send or moved in by redrive.
+    pub sent: u64,
+    /// Deliveries.
+    pub received: u64,
+    /// Deliveries of a message that had been delivered before.
+    pub redelivered: u64,
+    /// Acks accepted, on time or late.
+    pub acked: u64,
+    /// Acks accepted after the lease's deadline (nobody else held it yet).
+    pub late_acks: u64,
+    /// Acks refused because the receipt was stale.
+    pub stale_acks: u64,
+    /// Acks refused as expired (`LateAck::Reject`).
+    pub expired_acks: u64,
+    /// Leases that ran out.
+    pub expired: u64,
+    /// Successful lease extensions.
+    pub extensions: u64,
+    /// Extensions refused (stale, expired, past the cap).
+    pub extensions_refused: u64,
+    /// Releases (nacks).
+    pub released: u64,
+    /// Messages moved to the dead-letter queue.
+    pub dead_lettered: u64,
+    /// Messages removed by purge.
+    pub purged: u64,
+    /// Failed attempts kept on this queue because the dead-letter queue was full.
+    pub dead_letter_overflow: u64,
+    /// Messages moved from this queue to another by redrive.
+    pub redriven_out: u64,
+    /// The queue's configured default visibility timeout.
+    pub visibility_timeout: Duration,
+    /// Receive to ack, nanoseconds.
+    pub processing_time: Histogram<u64>,
+    /// Send to first receive, nanoseconds.
+    pub time_in_queue: Histogram<u64>,
+    /// Lease time left when the ack arrived, nanoseconds (0 for late acks).
+    pub lease_left_at_ack: Histogram<u64>,
+}
+
+impl fmt::Debug for QueueStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueueStats")
+            .field("ready", &self.ready)
+            .field("delayed", &self.delayed)
+            .field("in_flight", &self.in_flight)
+            .field("dead_letter_depth", &self.dead_letter_depth)
+            .field("oldest_ready_age", &self.oldest_ready_age)
+            .field("sent", &self.sent)
+            .field("received", &self.received)
+            .field("redelivered", &self.redelivered)
+            .field("acked", &self.acked)
+            .field("late_acks", &self.late_acks)
+            .field("stale_acks", &self.stale_acks)
+            .field("expired", &self.expired)
+            .field("extensions", &self.extensions)
+            .field("released", &self.released)
+            .field("dead_lettered", &self.dead_lettered)
+            .field("processing_p99", &self.processing_percentile(99.0))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Margin `suggested_visibility` puts on the measured p99 processing time.
+pub const SUGGESTION_MARGIN: f64 = 1.5;
+/// Fewest processing-time samples `suggested_visibility` needs to answer.
+pub const SUGGESTION_MIN_SAMPLES: u64 = 20;
+
+impl QueueStats {
+    pub(crate) fn assemble<'a>(
+        shards: impl Iterator<Item = &'a ShardStats> + Clone,
+        dead_letter_depth: u64,
+        oldest_ready_age: Option<Duration>,
+        visibility_timeout: Duration,
+    ) -> Self {
+        let sums = CounterSums::read(shards.clone());
+        let histogram = |d: Distribution| {
+            let mut h = Histogram::<u64>::new(3).expect("3 significant figures is a valid precision");
+            for shard in shards.clone() {
+                shard.distributions[d as usize].add_to(&mut h);
+            }
+            h
+        };
+        let ready = sums.gauge(Counter::ReadyIn, Counter::ReadyOut);
+        QueueStats {
+            ready,
+            delayed: sums.gauge(Counter::DelayedIn, Counter::DelayedOut),
+            // Every delivery starts an attempt, so `Received` is the inflow.
+            in_flight: sums.gauge(Counter::Received, Counter::InFlightOut),
+            dead_letter_depth,
+            oldest_ready_age: if ready > 0 { oldest_ready_age } else { None },
+            sent: sums.get(Counter::Sent),
+            received: sums.get(Counter::Received),
+            redelivered: sums.get(Counter::Redelivered),
+            acked: sums.get(Counter::Acked),
+            late_acks: sums.get(Counter::LateAcks),
+            stale_acks: sums.get(Counter::StaleAcks),
+            expired_acks: sums.get(Counter::ExpiredAcks),
+            expired: sums.get(Counter::Expired),
+            extensions: sums.get(Counter::Extensions),
+            extensions_refused: sums.get(Counter::ExtensionsRefused),
+            released: sums.get(Counter::Released),
+            dead_lettered: sums.get(Counter::DeadLettered),
+            purged: sums.get(Counter::Purged),
+            dead_letter_overflow: sums.get(Counter::DeadLetterOverflow),
+            redriven_out: sums.get(Counter::RedrivenOut),
+            visibility_timeout,
+            processing_time: histogram(Distribution::Processing),
+            time_in_queue: histogram(Distribution::TimeInQueue),
+            lease_left_at_ack: histogram(Distribution::LeaseLeftAtAck),
+        }
+    }
+
+    /// A processing-time percentile (receive to ack), if any ack was recorded.
+    pub fn processing_percentile(&self, percentile: f64) -> Option<Duration> {
+        (!self.processing_time.is_empty())
+            .then(|| Duration::from_nanos(self.processing_time.value_at_percentile(percentile)))
+    }
+
+    /// A visibility timeout sized from measurement, the seeds' rule: the p99
+    /// processing time times `SUGGESTION_MARGIN` (1.5), rounded up to a whole
+    /// millisecond. `None` until `SUGGESTION_MIN_SAMPLES` acks were measured.
+    ///
+    /// Processing time is only measured for acked attempts, so a timeout that
+    /// is already too short hides the slowest jobs; compare `late_acks` and
+    /// `expired` too (or use `Queue::diagnose` when available).
+    pub fn suggested_visibility(&self) -> Option<Duration> {
+        if self.processing_time.len() < SUGGESTION_MIN_SAMPLES {
+            return None;
+        }
+        let p99 = self.processing_time.value_at_percentile(99.0) as f64;
+        let nanos = (p99 * SUGGESTION_MARGIN).ceil() as u64;
+        let millis = nanos.div_ceil(1_000_000).max(1);
+        Some(Duration::from_millis(millis))
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_monotonic_and_close() {
+        let mut last = 0;
+        for value in (0..20).chain((5..63).flat_map(|s| [1u64 << s, (1u64 << s) + 12345, (3u64 << s) / 2])) {
+            let bucket = AtomicHistogram::bucket_of(value);
+            assert!(bucket < BUCKETS);
+            let rep = AtomicHistogram::representative(bucket);
+            let error = (rep as f64 - value as f64).abs() / (value.max(1) as f64);
+            assert!(error <= 1.0 / 16.0 + 1e-9, "value {value} rep {rep}");
+            if value >= last {
+                last = value;
+            }
+        }
+        assert!(AtomicHistogram::bucket_of(u64::MAX) < BUCKETS);
+        for v in 1..10_000u64 {
+            assert!(AtomicHistogram::bucket_of(v) >= AtomicHistogram::bucket_of(v - 1));
+        }
+    }
+
+    #[test]
+    fn gauges_come_from_flows() {
+        let shards = [ShardStats::new(), ShardStats::new()];
+        shards[0].add(Counter::ReadyIn, 5);
+        shards[1].add(Counter::ReadyOut, 2);
+        shards[1].add(Counter::Received, 2);
+        shards[0].add(Counter::InFlightOut, 1);
+        shards[0].record(Distribution::Processing, 1_000_000);
+        let s = QueueStats::assemble(shards.iter(), 0, Some(Duration::from_secs(1)), Duration::from_secs(30));
+        assert_eq!((s.ready, s.in_flight, s.delayed), (3, 1, 0));
+        assert_eq!(s.processing_time.len(), 1);
+        let p = s.processing_percentile(50.0).unwrap();
+        assert!(p >= Duration::from_micros(940) && p <= Duration::from_micros(1070), "{p:?}");
+    }
+
+    #[test]
+    fn suggestion_needs_samples_and_adds_margin() {
+        let shard = ShardStats::new();
+        let stats = |s: &ShardStats| QueueStats::assemble(std::iter::once(s), 0, None, Duration::from_secs(30));
+        assert_eq!(stats(&shard).suggested_visibility(), None);
+        for _ in 0..100 {
+            shard.record(Distribution::Processing, 2_000_000_000);
+        }
+        let suggestion = stats(&shard).suggested_visibility().unwrap();
+        assert!(
+            suggestion >= Duration::from_millis(2_800) && suggestion <= Duration::from_millis(3_200),
+            "{suggestion:?}"
+        );
+    }
+}

@@ -1,0 +1,104 @@
+//! The one place concurrent code gets its atomics, cells, locks and threads.
+//!
+//! Invariant: no other module names `std::sync::atomic`, `std::cell::UnsafeCell`
+//! or `std::sync::Mutex` directly. Under `--cfg loom` every type here is loom's,
+//! so the loom models in `loom-tests/` run the engine's own transition code.
+//! `crossbeam_queue::SegQueue` has no loom twin; `ReadyQueue` in `ready.rs` is
+//! the seam that swaps it for a loom `Mutex<VecDeque>` (see docs/design.md).
+//!
+//! `Arc` and `Weak` are std's in both builds: they only own engines, queues and
+//! shards, which live until every handle is gone; no slot memory is ever
+//! reclaimed concurrently, so there is no reference-count protocol to model.
+
+#[cfg(not(loom))]
+mod imp {
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+    pub(crate) use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+
+    /// An `UnsafeCell` with loom's closure-based API, so call sites read the
+    /// same under both backends.
+    #[derive(Debug, Default)]
+    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+    impl<T> UnsafeCell<T> {
+        pub(crate) const fn new(value: T) -> Self {
+            Self(std::cell::UnsafeCell::new(value))
+        }
+
+        #[inline(always)]
+        pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+            f(self.0.get())
+        }
+
+        #[inline(always)]
+        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
+
+    /// One step of a spin wait on a state some other thread will leave soon.
+    #[inline]
+    pub(crate) fn busy_wait(spins: &mut u32) {
+        if *spins < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+        *spins = spins.saturating_add(1);
+    }
+}
+
+#[cfg(loom)]
+mod imp {
+    pub(crate) use loom::cell::UnsafeCell;
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+    pub(crate) use loom::sync::{Mutex, MutexGuard};
+    pub(crate) use std::sync::{Arc, OnceLock, Weak};
+
+    /// Under loom a spin must yield, or the model never schedules the thread
+    /// that would end it.
+    #[inline]
+    pub(crate) fn busy_wait(spins: &mut u32) {
+        *spins = spins.saturating_add(1);
+        loom::thread::yield_now();
+    }
+}
+
+pub(crate) use imp::*;
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it: every
+/// structure the engine guards with a mutex is left consistent between
+/// statements, so poison carries no information here.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    #[cfg(not(loom))]
+    {
+        mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+    #[cfg(loom)]
+    {
+        mutex.lock().unwrap()
+    }
+}
+
+/// Tries to lock without waiting; `None` when another thread holds it.
+pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match mutex.try_lock() {
+        Ok(guard) => Some(guard),
+        #[cfg(not(loom))]
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(_) => None,
+    }
+}
+
+/// A small number per thread, handed out in thread-creation order, so threads
+/// spread over shards round-robin. A preference only: nothing depends on two
+/// threads having different numbers (under loom all model threads may share
+/// one), so a plain std counter is enough here.
+#[inline]
+pub(crate) fn thread_number() -> usize {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    thread_local! {
+        static NUMBER: usize = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    NUMBER.with(|n| *n)
+}
