@@ -14,7 +14,7 @@ use crate::dead_letter::DeadLetterRecord;
 use crate::receipt::{MessageId, Receipt};
 
 /// One delivery attempt of one message.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
     /// The message's stable id (the same on every attempt).
     pub id: MessageId,

@@ -385,15 +385,17 @@ impl QueueCore {
             Some(delay) => duration_nanos(delay),
             None => duration_nanos(self.config.backoff.delay(MessageId(id), count)),
         };
-        if self.fail_attempt(shard, receipt.slot, slot, claim, now, Failure::Released, delay) {
+        if self.fail_attempt(shard, receipt.slot, slot, claim, now, now, Failure::Released, delay) {
             self.waiters.notify();
         }
         Ok(())
     }
 
-    /// Ends a failed attempt (release or expiry): to the dead-letter queue at
-    /// the retry ceiling, else back to ready after `delay`. Returns whether the
-    /// message is ready now (so waiters should be woken).
+    /// Ends a failed attempt (release or expiry) that ended at `ended_at`: to
+    /// the dead-letter queue at the retry ceiling, else eligible again at
+    /// `ended_at + delay`. An expiry ends at its deadline, not when its timer
+    /// happened to run, so retry times do not depend on timer latency. Returns
+    /// whether the message is ready now (so waiters should be woken).
     #[allow(clippy::too_many_arguments)]
     fn fail_attempt<'s>(
         &self,
@@ -401,6 +403,7 @@ impl QueueCore {
         index: u32,
         slot: &'s Slot,
         mut claim: Claim<'s>,
+        ended_at: u64,
         now: u64,
         failure: Failure,
         delay: u64,
@@ -411,7 +414,8 @@ impl QueueCore {
             Failure::Expired => (AttemptOutcome::Expired, DeadLetterReason::Expired, Counter::Expired),
             Failure::Released => (AttemptOutcome::Released, DeadLetterReason::Released, Counter::Released),
         };
-        let attempt = AttemptRecord { delivery: count, received_at: Nanos(received_at), ended_at: Nanos(now), outcome };
+        let attempt =
+            AttemptRecord { delivery: count, received_at: Nanos(received_at), ended_at: Nanos(ended_at), outcome };
         if self.config.max_receives.is_some_and(|ceiling| count >= ceiling) {
             match self.move_to_dead_letter(shard, index, slot, claim, now, attempt.clone(), reason) {
                 Ok(()) => {
@@ -431,14 +435,15 @@ impl QueueCore {
         shard.stats.add(counter, 1);
         shard.stats.add(Counter::InFlightOut, 1);
         let before = claim.before();
-        let delayed = delay > 0;
+        let eligible_at = ended_at.saturating_add(delay);
+        let delayed = eligible_at > now;
         let published =
             if failure == Failure::Expired { next::expired(before, delayed) } else { next::released(before, delayed) };
         if delayed {
             shard.stats.add(Counter::DelayedIn, 1);
             claim.publish(published);
             shard.timers.schedule(TimerEntry {
-                deadline: now.saturating_add(delay),
+                deadline: eligible_at,
                 slot: index,
                 generation: published.generation() as u32,
             });
@@ -613,7 +618,7 @@ impl QueueCore {
             return false;
         }
         let delay = duration_nanos(self.config.backoff.delay(MessageId(id), count));
-        self.fail_attempt(shard, index, slot, claim, now, Failure::Expired, delay)
+        self.fail_attempt(shard, index, slot, claim, deadline, now, Failure::Expired, delay)
     }
 
     /// delay passed: `Delayed(g)` -> `Ready(g)`.

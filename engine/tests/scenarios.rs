@@ -1,0 +1,530 @@
+//! The seeds' scenarios and the contract's edge cases, each on a ManualClock so
+//! every deadline is exact and nothing depends on scheduling.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use leaseq::{
+    AttemptOutcome, Backoff, DeadLetterReason, Engine, Error, LateAck, LeaseError, ManualClock, Nanos, Queue,
+    QueueConfig, Receipt, ReceiptError, ReceiveOptions, SendOptions,
+};
+
+const SECOND: Duration = Duration::from_secs(1);
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn setup(config: QueueConfig) -> (ManualClock, Engine, Queue) {
+    let clock = ManualClock::new();
+    let engine = Engine::builder().clock(clock.clone()).build();
+    let queue = engine.create_queue("jobs", config).unwrap();
+    (clock, engine, queue)
+}
+
+fn with_dlq(config: QueueConfig) -> (ManualClock, Engine, Queue, Queue) {
+    let clock = ManualClock::new();
+    let engine = Engine::builder().clock(clock.clone()).build();
+    let dlq = engine.create_queue("jobs-dlq", QueueConfig::default()).unwrap();
+    let queue =
+        engine.create_queue("jobs", QueueConfig { dead_letter_queue: Some("jobs-dlq".into()), ..config }).unwrap();
+    (clock, engine, queue, dlq)
+}
+
+fn one(queue: &Queue) -> leaseq::Delivery {
+    let mut got = queue.receive(1).unwrap();
+    assert_eq!(got.len(), 1, "expected one message");
+    got.remove(0)
+}
+
+#[test]
+fn happy_path_t0_to_t4() {
+    let (clock, _engine, q) = setup(QueueConfig::default());
+    let id = q.send(&b"job-42"[..]).unwrap(); // t0: ready
+    assert_eq!(q.stats().ready, 1);
+    clock.advance(SECOND);
+    let d = one(&q); // t1: A receives
+    assert_eq!((d.id, d.delivery_count, &d.payload[..]), (id, 1, &b"job-42"[..]));
+    assert_eq!(d.deadline, Nanos(31_000_000_000), "invisible until t1 + 30 s");
+    let s = q.stats(); // t2: invisible
+    assert_eq!((s.ready, s.in_flight), (0, 1));
+    assert!(q.receive(1).unwrap().is_empty(), "nobody else can receive it");
+    clock.advance(secs(5));
+    q.ack(&d.receipt).unwrap(); // t3: ack
+    let s = q.stats(); // t4: gone
+    assert_eq!((s.ready, s.in_flight, s.acked, s.late_acks), (0, 0, 1, 0));
+    clock.advance(secs(60));
+    assert!(q.receive(1).unwrap().is_empty(), "an acked message never comes back");
+    assert_eq!(q.stats().processing_time.len(), 1);
+}
+
+#[test]
+fn crash_path_redelivers_with_a_new_receipt_and_refuses_the_old_one() {
+    let (clock, _engine, q) = setup(QueueConfig::default());
+    let id = q.send(&b"job-42"[..]).unwrap();
+    let a = one(&q); // A receives, then crashes
+    clock.advance(secs(30) - Duration::from_nanos(1));
+    assert!(q.receive(1).unwrap().is_empty(), "one nanosecond before the deadline it is still hidden");
+    clock.advance(Duration::from_nanos(1));
+    let b = one(&q); // exactly at the deadline: eligible again
+    assert_eq!(b.id, id, "the message id is stable");
+    assert_ne!(b.receipt, a.receipt, "the receipt is attempt-scoped");
+    assert_eq!(b.delivery_count, 2);
+    assert!(b.fencing_token > a.fencing_token, "the fencing token increases per attempt");
+    assert_eq!(q.ack(&a.receipt), Err(LeaseError::Stale), "A cannot complete B's delivery");
+    assert_eq!(q.extend(&a.receipt, secs(10)), Err(LeaseError::Stale));
+    assert_eq!(q.release(&a.receipt, Duration::ZERO), Err(LeaseError::Stale));
+    assert_eq!(q.stats().in_flight, 1, "B still holds it");
+    q.ack(&b.receipt).unwrap();
+    let s = q.stats();
+    assert_eq!((s.expired, s.redelivered, s.stale_acks, s.acked, s.in_flight), (1, 1, 1, 1, 0));
+}
+
+#[test]
+fn a_45s_job_under_a_30s_timeout_duplicates_and_extension_prevents_it() {
+    // Without extension: a second consumer starts at 30 s while A still works.
+    let (clock, _engine, q) = setup(QueueConfig::default());
+    q.send(&b"render"[..]).unwrap();
+    let a = one(&q);
+    clock.advance(secs(30));
+    let b = q.receive(1).unwrap();
+    assert_eq!(b.len(), 1, "premature redelivery: two consumers on one job");
+    clock.advance(secs(15));
+    assert_eq!(q.ack(&a.receipt), Err(LeaseError::Stale), "A's work is a duplicate nobody can ack");
+
+    // With extension every 20 s (slack before the deadline): no duplicate.
+    let (clock, _engine, q) = setup(QueueConfig::default());
+    q.send(&b"render"[..]).unwrap();
+    let a = one(&q);
+    for _ in 0..2 {
+        clock.advance(secs(20));
+        q.extend(&a.receipt, secs(30)).unwrap();
+        assert!(q.receive(1).unwrap().is_empty(), "an extended lease hides the message");
+    }
+    clock.advance(secs(5)); // 45 s of work
+    q.ack(&a.receipt).unwrap();
+    let s = q.stats();
+    assert_eq!((s.extensions, s.redelivered, s.expired, s.acked), (2, 0, 0, 1));
+}
+
+#[test]
+fn extension_sets_now_plus_visibility_and_fails_after_the_deadline() {
+    let (clock, _engine, q) = setup(QueueConfig::default());
+    q.send(&b"x"[..]).unwrap();
+    let d = one(&q);
+    clock.advance(secs(10));
+    assert_eq!(q.extend(&d.receipt, secs(5)).unwrap(), Nanos(15_000_000_000), "now + visibility, the SQS meaning");
+    clock.advance(secs(5));
+    // The deadline passed; no receive ran, so the timer has not fired yet:
+    // the lease is judged by the clock all the same.
+    assert_eq!(q.extend(&d.receipt, secs(30)), Err(LeaseError::Expired));
+    assert_eq!(q.stats().extensions_refused, 1);
+    // An extension to zero ends the lease now.
+    let (clock, _engine, q) = setup(QueueConfig::default());
+    q.send(&b"x"[..]).unwrap();
+    let d = one(&q);
+    clock.advance(SECOND);
+    q.extend(&d.receipt, Duration::ZERO).unwrap();
+    assert_eq!(one(&q).delivery_count, 2, "extend to zero makes it eligible at once");
+}
+
+#[test]
+fn the_lease_cap_bounds_one_attempt() {
+    let (clock, _engine, q) = setup(QueueConfig {
+        visibility_timeout: secs(30),
+        max_visibility: secs(60),
+        max_lease: secs(100),
+        ..QueueConfig::default()
+    });
+    q.send(&b"x"[..]).unwrap();
+    let d = one(&q);
+    clock.advance(secs(25));
+    q.extend(&d.receipt, secs(60)).unwrap(); // deadline 85 s
+    clock.advance(secs(30));
+    let refused = q.extend(&d.receipt, secs(60)); // would be 115 s
+    assert_eq!(refused, Err(LeaseError::CapExceeded { max_lease: secs(100) }));
+    assert!(refused.unwrap_err().to_string().contains("100s"), "the error names the limit");
+    q.extend(&d.receipt, secs(45)).unwrap(); // exactly 100 s is allowed
+    assert_eq!(
+        q.extend(&d.receipt, secs(61)),
+        Err(LeaseError::VisibilityTooLong { requested: secs(61), max: secs(60) })
+    );
+    clock.advance(secs(45));
+    assert_eq!(one(&q).delivery_count, 2, "after the cap the message is recovered");
+}
+
+#[test]
+fn release_with_delay_and_release_now() {
+    let (clock, _engine, q) = setup(QueueConfig::default());
+    q.send(&b"x"[..]).unwrap();
+    let d = one(&q);
+    q.release(&d.receipt, secs(10)).unwrap();
+    assert_eq!(q.stats().delayed, 1);
+    clock.advance(secs(10) - Duration::from_nanos(1));
+    assert!(q.receive(1).unwrap().is_empty(), "not before the delay");
+    clock.advance(Duration::from_nanos(1));
+    let d2 = one(&q);
+    assert_eq!(d2.delivery_count, 2);
+    assert_eq!(q.ack(&d.receipt), Err(LeaseError::Stale), "a released attempt cannot ack");
+    q.release(&d2.receipt, Duration::ZERO).unwrap();
+    assert_eq!(one(&q).delivery_count, 3, "release(0) is eligible at once");
+    assert_eq!(q.stats().released, 2);
+    let d4 = q.receive(1).unwrap();
+    assert!(d4.is_empty());
+    let refused = q.release(&d2.receipt, secs(16 * 60));
+    assert!(matches!(refused, Err(LeaseError::DelayTooLong { .. })), "{refused:?}");
+}
+
+#[test]
+fn poison_message_reaches_the_dead_letter_queue_with_its_record() {
+    let (clock, _engine, q, dlq) = with_dlq(QueueConfig { max_receives: Some(3), ..QueueConfig::default() });
+    let id = q.send(&b"malformed"[..]).unwrap();
+    let first = one(&q);
+    clock.advance(secs(30)); // attempt 1 expires
+    let second = one(&q);
+    q.release(&second.receipt, Duration::ZERO).unwrap(); // attempt 2 released
+    let third = one(&q);
+    assert_eq!(third.delivery_count, 3);
+    clock.advance(secs(31)); // attempt 3 expires at the ceiling
+    assert!(q.receive(1).unwrap().is_empty(), "at the ceiling it is not retried");
+    let s = q.stats();
+    assert_eq!((s.dead_lettered, s.in_flight, s.ready, s.dead_letter_depth), (1, 0, 0, 1));
+
+    let dead = one(&dlq);
+    assert_eq!((dead.id, &dead.payload[..], dead.delivery_count), (id, &b"malformed"[..], 1));
+    let record = dead.dead_letter.as_ref().expect("a dead-lettered message carries its record");
+    assert_eq!(record.source_queue, "jobs");
+    assert_eq!(record.reason, DeadLetterReason::Expired);
+    assert_eq!(record.delivery_count, 3);
+    let outcomes: Vec<_> = record.attempts.iter().map(|a| (a.delivery, a.outcome.clone())).collect();
+    assert_eq!(
+        outcomes,
+        vec![(1, AttemptOutcome::Expired), (2, AttemptOutcome::Released), (3, AttemptOutcome::Expired)]
+    );
+    assert_eq!(record.attempts[0].held_for(), secs(30));
+    assert_eq!(record.attempts[0].received_at, first.received_at);
+    assert!(dead.fencing_token > third.fencing_token, "fencing continues across dead-lettering");
+    assert_eq!(q.ack(&third.receipt), Err(LeaseError::Stale), "the source attempt cannot ack a moved message");
+}
+
+#[test]
+fn explicit_dead_letter_and_redrive() {
+    let (_clock, engine, q, dlq) = with_dlq(QueueConfig::default());
+    let ids: Vec<_> = (0..3).map(|i| q.send(Bytes::from(vec![i])).unwrap()).collect();
+    for _ in 0..3 {
+        let d = one(&q);
+        q.dead_letter(&d.receipt, "cannot parse").unwrap();
+        assert_eq!(q.dead_letter(&d.receipt, "again"), Err(LeaseError::Stale));
+    }
+    assert_eq!(dlq.stats().ready, 3);
+    let moved = engine.redrive("jobs-dlq", "jobs", 2).unwrap();
+    assert_eq!(moved, 2);
+    assert_eq!((dlq.stats().ready, q.stats().ready), (1, 2));
+    let back = q.receive(10).unwrap();
+    assert_eq!(back.len(), 2);
+    for d in &back {
+        assert!(ids.contains(&d.id), "ids survive the round trip");
+        assert_eq!(d.delivery_count, 1, "redrive resets the count");
+        assert!(d.dead_letter.is_none(), "a redriven message starts clean");
+        assert!(d.fencing_token >= 2, "the fencing token never goes back");
+    }
+    let leftover = one(&dlq);
+    let record = leftover.dead_letter.as_ref().unwrap();
+    assert_eq!(record.reason, DeadLetterReason::Explicit("cannot parse".into()));
+    assert_eq!(record.attempts.last().unwrap().outcome, AttemptOutcome::DeadLettered("cannot parse".into()));
+}
+
+#[test]
+fn dead_letter_without_a_dead_letter_queue_is_refused_and_changes_nothing() {
+    let (_clock, _engine, q) = setup(QueueConfig::default());
+    q.send(&b"x"[..]).unwrap();
+    let d = one(&q);
+    assert_eq!(q.dead_letter(&d.receipt, "poison"), Err(LeaseError::NoDeadLetterQueue));
+    q.ack(&d.receipt).unwrap();
+}
+
+#[test]
+fn a_full_dead_letter_queue_keeps_the_message_on_its_queue() {
+    let clock = ManualClock::new();
+    let engine = Engine::builder().clock(clock.clone()).build();
+    engine.create_queue("dlq", QueueConfig { max_messages: 1, ..QueueConfig::default() }).unwrap();
+    let q = engine
+        .create_queue(
+            "jobs",
+            QueueConfig { max_receives: Some(1), dead_letter_queue: Some("dlq".into()), ..QueueConfig::default() },
+        )
+        .unwrap();
+    q.send(&b"a"[..]).unwrap();
+    q.send(&b"b"[..]).unwrap();
+    let a = one(&q);
+    let b = one(&q);
+    q.dead_letter(&a.receipt, "poison").unwrap();
+    assert_eq!(q.dead_letter(&b.receipt, "poison"), Err(LeaseError::DeadLetterQueueFull { name: "dlq".into() }));
+    q.extend(&b.receipt, secs(1)).unwrap(); // still held: the refusal changed nothing
+    clock.advance(secs(2)); // expires at the ceiling, but the DLQ is full
+    let again = one(&q);
+    assert_eq!((again.id, again.delivery_count), (b.id, 2), "kept, not dropped");
+    assert_eq!(q.stats().dead_letter_overflow, 1);
+}
+
+#[test]
+fn delayed_send_is_invisible_until_its_time() {
+    let (clock, _engine, q) = setup(QueueConfig::default());
+    let id = q.send_with(&b"later"[..], secs(5)).unwrap();
+    q.send_with(&b"now"[..], SendOptions::default()).unwrap();
+    assert_eq!(one(&q).payload, Bytes::from_static(b"now"));
+    assert_eq!(q.stats().delayed, 1);
+    clock.advance(secs(4));
+    assert!(q.receive(1).unwrap().is_empty());
+    clock.advance(SECOND);
+    assert_eq!(one(&q).id, id);
+    let over = q.send_with(&b"x"[..], secs(16 * 60));
+    assert_eq!(over, Err(Error::DelayTooLong { requested: secs(16 * 60), max: secs(15 * 60) }));
+}
+
+#[test]
+fn backoff_delays_retries_after_expiry() {
+    let backoff = Backoff::Exponential { base: secs(2), max: secs(10), jitter: false };
+    let (clock, _engine, q) = setup(QueueConfig { visibility_timeout: secs(1), backoff, ..QueueConfig::default() });
+    q.send(&b"flaky"[..]).unwrap();
+    let mut expected_waits = vec![];
+    for attempt in 1..=4u32 {
+        let d = one(&q);
+        assert_eq!(d.delivery_count, attempt);
+        clock.advance(SECOND); // lease expires
+        let wait = backoff.delay(d.id, attempt);
+        expected_waits.push(wait);
+        clock.advance(wait - Duration::from_nanos(1));
+        assert!(q.receive(1).unwrap().is_empty(), "attempt {attempt}: backoff keeps it hidden");
+        clock.advance(Duration::from_nanos(1));
+    }
+    assert_eq!(expected_waits, vec![secs(2), secs(4), secs(8), secs(10)]);
+    // release_with_backoff uses the same policy.
+    let d = one(&q);
+    q.release_with_backoff(&d.receipt).unwrap();
+    clock.advance(secs(10) - Duration::from_nanos(1));
+    assert!(q.receive(1).unwrap().is_empty());
+    clock.advance(Duration::from_nanos(1));
+    assert_eq!(one(&q).delivery_count, 6);
+}
+
+#[test]
+fn purge_removes_ready_delayed_and_in_flight() {
+    let (clock, _engine, q) = setup(QueueConfig::default());
+    for _ in 0..5 {
+        q.send(&b"r"[..]).unwrap();
+    }
+    q.send_with(&b"d"[..], secs(5)).unwrap();
+    let held = one(&q);
+    assert_eq!(q.purge().unwrap(), 6);
+    let s = q.stats();
+    assert_eq!((s.ready, s.delayed, s.in_flight, s.purged), (0, 0, 0, 6));
+    assert_eq!(q.ack(&held.receipt), Err(LeaseError::Stale), "purged receipts are stale");
+    clock.advance(secs(60));
+    assert!(q.receive(10).unwrap().is_empty());
+    q.send(&b"after"[..]).unwrap();
+    assert_eq!(one(&q).payload, Bytes::from_static(b"after"), "the queue works after a purge");
+}
+
+#[test]
+fn capacity_and_size_limits_refuse_without_losing_anything() {
+    let (_clock, _engine, q) = setup(QueueConfig { max_messages: 3, max_payload: 8, ..QueueConfig::default() });
+    for i in 0..3u8 {
+        q.send(Bytes::from(vec![i])).unwrap();
+    }
+    let refused = q.send(&b"four"[..]).unwrap_err();
+    assert!(refused.is_queue_full());
+    assert_eq!(refused.clone().into_payload(), Some(Bytes::from_static(b"four")), "the payload is handed back");
+    assert_eq!(refused, Error::QueueFull { capacity: 3, payload: Bytes::from_static(b"four") });
+    let big = q.send(vec![0u8; 9]).unwrap_err();
+    assert_eq!(big, Error::MessageTooLarge { size: 9, max: 8 });
+    assert_eq!(q.stats().sent, 3);
+    let d = one(&q);
+    assert!(q.send(&b"x"[..]).is_err(), "in-flight messages count against capacity");
+    q.ack(&d.receipt).unwrap();
+    q.send(&b"x"[..]).unwrap();
+    let batch = q.send_batch(vec![&b"a"[..], &b"b"[..]]);
+    assert!(batch.iter().all(|r| r.as_ref().is_err_and(Error::is_queue_full)), "{batch:?}");
+}
+
+#[test]
+fn late_ack_is_accepted_if_not_redelivered_and_rejected_on_request() {
+    let (clock, _engine, q) = setup(QueueConfig::default());
+    q.send(&b"x"[..]).unwrap();
+    let d = one(&q);
+    clock.advance(secs(31));
+    assert_eq!(q.stats().expired, 1, "the lease ran out");
+    q.ack(&d.receipt).unwrap();
+    let s = q.stats();
+    assert_eq!((s.acked, s.late_acks, s.ready), (1, 1, 0), "nobody else held it: accepted, counted late");
+    assert_eq!(q.ack(&d.receipt), Err(LeaseError::Stale), "a second ack is stale");
+    assert_eq!(q.stats().acked, 1);
+    clock.advance(secs(60));
+    assert!(q.receive(1).unwrap().is_empty(), "late-acked messages do not come back");
+
+    // Late but before the timer fired (no operation ran in between).
+    q.send(&b"y"[..]).unwrap();
+    let d = one(&q);
+    clock.advance(secs(40));
+    q.ack(&d.receipt).unwrap();
+    assert_eq!(q.stats().late_acks, 2);
+
+    let (clock, _engine, q) = setup(QueueConfig { late_ack: LateAck::Reject, ..QueueConfig::default() });
+    q.send(&b"x"[..]).unwrap();
+    let d = one(&q);
+    clock.advance(secs(30));
+    assert_eq!(q.ack(&d.receipt), Err(LeaseError::Expired));
+    let s = q.stats();
+    assert_eq!((s.acked, s.expired_acks, s.ready), (0, 1, 1), "refused and left for redelivery");
+    assert_eq!(one(&q).delivery_count, 2);
+}
+
+#[test]
+fn visibility_zero_and_per_call_override() {
+    let (clock, _engine, q) = setup(QueueConfig::default());
+    q.send(&b"x"[..]).unwrap();
+    let d = q.receive_with(1, ReceiveOptions::visibility(Duration::ZERO)).unwrap().remove(0);
+    assert_eq!(q.extend(&d.receipt, secs(10)), Err(LeaseError::Expired), "a zero lease is over at once");
+    let again = one(&q);
+    assert_eq!(again.delivery_count, 2);
+    clock.advance(SECOND);
+    q.release(&again.receipt, Duration::ZERO).unwrap();
+    let short = q.receive_with(1, ReceiveOptions::visibility(secs(2))).unwrap().remove(0);
+    assert_eq!(short.deadline, Nanos(3_000_000_000));
+    let too_long = q.receive_with(1, ReceiveOptions::visibility(secs(13 * 3600)));
+    assert!(matches!(too_long, Err(Error::VisibilityTooLong { .. })), "{too_long:?}");
+}
+
+#[test]
+fn batches_receive_and_ack_per_receipt() {
+    let (_clock, _engine, q) = setup(QueueConfig { shards: Some(2), ..QueueConfig::default() });
+    let sent: Vec<_> = q.send_batch((0..25u8).map(|i| Bytes::from(vec![i]))).into_iter().map(Result::unwrap).collect();
+    let got = q.receive(10).unwrap();
+    assert_eq!(got.len(), 10);
+    let mut receipts: Vec<Receipt> = got.iter().map(|d| d.receipt).collect();
+    receipts.push(got[0].receipt); // a duplicate in the batch
+    let results = q.ack_batch(&receipts);
+    assert!(results[..10].iter().all(Result::is_ok));
+    assert_eq!(results[10], Err(LeaseError::Stale));
+    let rest = q.receive(1024).unwrap();
+    assert_eq!(rest.len(), 15);
+    let mut all: Vec<_> = got.iter().chain(&rest).map(|d| d.id).collect();
+    all.sort();
+    let mut expected = sent;
+    expected.sort();
+    assert_eq!(all, expected, "every message delivered once");
+    assert_eq!(q.receive(0), Err(Error::InvalidBatchSize { requested: 0, max: 1024 }));
+    assert_eq!(q.receive(1025), Err(Error::InvalidBatchSize { requested: 1025, max: 1024 }));
+}
+
+#[test]
+fn bad_input_is_refused_with_typed_errors_and_changes_nothing() {
+    let clock = ManualClock::new();
+    let engine = Engine::builder().clock(clock.clone()).build();
+    for bad in ["", "with space", "x.y", &"n".repeat(81)] {
+        assert!(matches!(engine.create_queue(bad, QueueConfig::default()), Err(Error::InvalidQueueName { .. })));
+    }
+    let q = engine.create_queue("jobs", QueueConfig::default()).unwrap();
+    assert_eq!(
+        engine.create_queue("jobs", QueueConfig::default()).unwrap_err(),
+        Error::QueueAlreadyExists { name: "jobs".into() }
+    );
+    assert_eq!(engine.queue("nope").unwrap_err(), Error::QueueNotFound { name: "nope".into() });
+    let missing_dlq = QueueConfig { dead_letter_queue: Some("ghost".into()), ..QueueConfig::default() };
+    assert_eq!(
+        engine.create_queue("other", missing_dlq).unwrap_err(),
+        Error::DeadLetterQueueNotFound { name: "ghost".into() }
+    );
+    let self_dlq = QueueConfig { dead_letter_queue: Some("loop".into()), ..QueueConfig::default() };
+    assert!(matches!(engine.create_queue("loop", self_dlq), Err(Error::DeadLetterCycle { .. })));
+    let bad_config = QueueConfig { max_messages: 0, ..QueueConfig::default() };
+    assert!(matches!(
+        engine.create_queue("other", bad_config),
+        Err(Error::InvalidConfig { field: "max_messages", .. })
+    ));
+    assert_eq!(engine.list_queues(), vec!["jobs".to_string()], "no half-created queue");
+
+    // Receipts: unparsable, forged, another queue's, another engine's.
+    q.send(&b"x"[..]).unwrap();
+    let d = one(&q);
+    assert!(matches!("lq1.zz".parse::<Receipt>(), Err(ReceiptError::Malformed { .. })));
+    let text = d.receipt.to_string();
+    let mut fields: Vec<String> = text.split('.').map(String::from).collect();
+    fields[5] = format!("{:x}", d.receipt.generation() + 1); // forge a later generation
+    let forged: Receipt = fields.join(".").parse().unwrap();
+    assert_eq!(q.ack(&forged), Err(LeaseError::InvalidReceipt(ReceiptError::Forged)));
+    let other = engine.create_queue("other", QueueConfig::default()).unwrap();
+    other.send(&b"y"[..]).unwrap();
+    let od = one(&other);
+    assert_eq!(
+        q.ack(&od.receipt),
+        Err(LeaseError::InvalidReceipt(ReceiptError::WrongQueue { presented_to: "jobs".into() }))
+    );
+    let engine2 = Engine::builder().clock(clock.clone()).build();
+    let q2 = engine2.create_queue("jobs", QueueConfig::default()).unwrap();
+    assert_eq!(q2.ack(&d.receipt), Err(LeaseError::InvalidReceipt(ReceiptError::WrongEngine)));
+    let err = q2.ack(&d.receipt).unwrap_err();
+    assert!(err.to_string().contains("another engine"), "{err}");
+    // None of that touched the real lease.
+    let parsed: Receipt = text.parse().unwrap();
+    q.ack(&parsed).unwrap();
+    other.ack(&od.receipt).unwrap();
+}
+
+#[test]
+fn delete_list_and_lookup() {
+    let (_clock, engine, q, _dlq) = with_dlq(QueueConfig::default());
+    assert_eq!(engine.list_queues(), vec!["jobs".to_string(), "jobs-dlq".to_string()]);
+    assert_eq!(engine.queue("jobs").unwrap().name(), "jobs");
+    assert_eq!(q.dead_letter_queue(), Some("jobs-dlq"));
+    assert_eq!(
+        engine.delete_queue("jobs-dlq").unwrap_err(),
+        Error::QueueInUse { name: "jobs-dlq".into(), used_by: "jobs".into() }
+    );
+    q.send(&b"x"[..]).unwrap();
+    let d = one(&q);
+    engine.delete_queue("jobs").unwrap();
+    assert_eq!(q.send(&b"x"[..]).unwrap_err(), Error::QueueDeleted { name: "jobs".into() });
+    assert_eq!(q.ack(&d.receipt), Err(LeaseError::QueueDeleted));
+    assert!(engine.queue("jobs").is_err());
+    engine.delete_queue("jobs-dlq").unwrap();
+    assert!(engine.list_queues().is_empty());
+    // The name is free again.
+    engine.create_queue("jobs", QueueConfig::default()).unwrap();
+}
+
+#[test]
+fn stats_show_lease_pressure() {
+    let (clock, _engine, q) = setup(QueueConfig { visibility_timeout: secs(10), ..QueueConfig::default() });
+    for _ in 0..40 {
+        q.send(&b"x"[..]).unwrap();
+    }
+    clock.advance(secs(3));
+    assert_eq!(q.stats().oldest_ready_age, Some(secs(3)));
+    for _ in 0..30 {
+        let d = one(&q);
+        clock.advance(Duration::from_millis(200));
+        q.ack(&d.receipt).unwrap();
+    }
+    let s = q.stats();
+    assert_eq!((s.ready, s.acked), (10, 30));
+    let p50 = s.processing_percentile(50.0).unwrap();
+    assert!(p50 >= Duration::from_millis(190) && p50 <= Duration::from_millis(210), "{p50:?}");
+    let suggestion = s.suggested_visibility().unwrap();
+    assert!(suggestion >= Duration::from_millis(280) && suggestion <= Duration::from_millis(320), "{suggestion:?}");
+    assert!(s.time_in_queue.max() >= 3_000_000_000, "the first message waited at least 3 s");
+    let left = s.lease_left_at_ack.value_at_percentile(50.0);
+    assert!((9_700_000_000..=9_900_000_000).contains(&left), "{left}");
+    let d = one(&q);
+    q.extend(&d.receipt, secs(20)).unwrap();
+    assert_eq!(q.stats().extensions, 1);
+    assert_eq!(q.stats().in_flight, 1);
+}
+
+#[test]
+fn an_engine_and_queue_are_send_sync_and_cheap_to_clone() {
+    fn assert_send_sync<T: Send + Sync + Clone>() {}
+    assert_send_sync::<Engine>();
+    assert_send_sync::<Queue>();
+    assert_send_sync::<Receipt>();
+}
