@@ -80,3 +80,9 @@ pub use error::{Error, LeaseError, ReceiptError};
 pub use queue::{Queue, ReceiveFuture};
 pub use receipt::{MessageId, Receipt};
 pub use stats::{QueueStats, SUGGESTION_MARGIN, SUGGESTION_MIN_SAMPLES};
+
+/// The README's embedding example, compiled and run as a doc test so it stays
+/// true.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
