@@ -216,9 +216,13 @@ impl Queue {
             let registration = core.waiters.register_thread();
             let now = core.now();
             core.receive_ready(max, visibility, now, &mut out);
-            if !out.is_empty() || now >= until || core.deleted.load(Ordering::Acquire) {
+            if !out.is_empty() || now >= until {
                 core.waiters.deregister(registration);
                 return Ok(out);
+            }
+            if let Err(deleted) = core.check_live() {
+                core.waiters.deregister(registration);
+                return Err(deleted);
             }
             if manual {
                 // Virtual time: only a send, a release or the clock moving
