@@ -18,7 +18,7 @@ use crate::error::Error;
 use crate::queue::{Queue, QueueCore};
 use crate::receipt::{ReceiptKey, random_u64};
 use crate::shard::MAX_QUEUE_ORDINAL;
-use crate::sync::{Arc, AtomicU32, Mutex, Ordering, lock};
+use crate::sync::{Arc, AtomicU32, AtomicUsize, Mutex, Ordering, fence, lock};
 
 /// What every queue of an engine shares.
 #[derive(Debug)]
@@ -27,6 +27,8 @@ pub(crate) struct EngineShared {
     pub(crate) key: ReceiptKey,
     pub(crate) clock: Box<dyn Clock>,
     pub(crate) tick_shift: u32,
+    /// Long-polling receivers waiting on any queue of this engine.
+    pub(crate) waiting: Arc<AtomicUsize>,
 }
 
 pub(crate) struct EngineInner {
@@ -117,7 +119,8 @@ impl EngineBuilder {
         let default_shards = self.default_shards.unwrap_or_else(|| {
             std::thread::available_parallelism().map_or(1, |n| n.get()).min(crate::config::MAX_SHARDS)
         });
-        let shared = Arc::new(EngineShared { id: random_u64(), key: ReceiptKey::random(), clock, tick_shift });
+        let waiting = Arc::new(AtomicUsize::new(0));
+        let shared = Arc::new(EngineShared { id: random_u64(), key: ReceiptKey::random(), clock, tick_shift, waiting });
         let inner = Arc::new(EngineInner {
             shared,
             queues: DashMap::new(),
@@ -130,7 +133,17 @@ impl EngineBuilder {
         if manual {
             // Wake long-polling receivers whenever virtual time moves.
             inner.shared.clock.on_advance(Box::new(move || {
-                if let Some(engine) = weak.upgrade() {
+                // SeqCst fence: the clock's new time is ordered before the
+                // read of `waiting`, pairing with the fence a waiter issues
+                // after registering and before it reads the time (a Dekker
+                // pattern, as in `waiters.rs`). Nobody waiting: nothing to do,
+                // which keeps a simulation's many advances cheap.
+                fence(Ordering::SeqCst);
+                let Some(engine) = weak.upgrade() else { return };
+                if engine.shared.waiting.load(Ordering::Relaxed) == 0 {
+                    return;
+                }
+                {
                     for queue in engine.queues.iter() {
                         queue.waiters.notify();
                     }

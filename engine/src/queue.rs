@@ -59,6 +59,7 @@ impl QueueCore {
         let shards = (0..shard_count)
             .map(|i| Shard::new(i as u16, shard_capacity(config.max_messages, shard_count, i), engine.tick_shift, now))
             .collect();
+        let waiters = Waiters::new(engine.waiting.clone());
         let limits = Limits {
             default_visibility: duration_nanos(config.visibility_timeout),
             max_lease: duration_nanos(config.max_lease),
@@ -71,7 +72,7 @@ impl QueueCore {
             engine,
             shards,
             dead_letter,
-            waiters: Waiters::new(),
+            waiters,
             deleted: AtomicBool::new(false),
         }
     }

@@ -12,7 +12,7 @@
 use std::task::Waker;
 use std::thread::Thread;
 
-use crate::sync::{AtomicUsize, Mutex, Ordering, fence, lock};
+use crate::sync::{Arc, AtomicUsize, Mutex, Ordering, fence, lock};
 
 #[derive(Debug)]
 enum Wake {
@@ -36,9 +36,12 @@ struct List {
 }
 
 /// The waiters of one queue.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Waiters {
     count: AtomicUsize,
+    /// Waiters across every queue of the engine, so a moving manual clock can
+    /// skip the queues when nobody waits anywhere (the common case).
+    engine_count: Arc<AtomicUsize>,
     list: Mutex<List>,
 }
 
@@ -47,8 +50,18 @@ pub(crate) struct Waiters {
 pub(crate) struct Registration(u64);
 
 impl Waiters {
-    pub(crate) fn new() -> Self {
-        Self::default()
+    pub(crate) fn new(engine_count: Arc<AtomicUsize>) -> Self {
+        Waiters { count: AtomicUsize::new(0), engine_count, list: Mutex::new(List::default()) }
+    }
+
+    fn add(&self, n: usize) {
+        self.count.fetch_add(n, Ordering::SeqCst);
+        self.engine_count.fetch_add(n, Ordering::SeqCst);
+    }
+
+    fn remove(&self, n: usize) {
+        self.count.fetch_sub(n, Ordering::SeqCst);
+        self.engine_count.fetch_sub(n, Ordering::SeqCst);
     }
 
     /// Registers the current thread.
@@ -76,7 +89,7 @@ impl Waiters {
         let id = list.next_id;
         list.next_id += 1;
         list.entries.push(Entry { id, wake, wake_at });
-        self.count.fetch_add(1, Ordering::SeqCst);
+        self.add(1);
         drop(list);
         // Pairs with the notifier's fence: our later look at the queue cannot
         // be ordered before this registration.
@@ -89,7 +102,7 @@ impl Waiters {
         let mut list = lock(&self.list);
         if let Some(at) = list.entries.iter().position(|e| e.id == registration.0) {
             list.entries.swap_remove(at);
-            self.count.fetch_sub(1, Ordering::SeqCst);
+            self.remove(1);
         }
     }
 
@@ -109,7 +122,7 @@ impl Waiters {
     fn wake_all(&self) {
         let entries = {
             let mut list = lock(&self.list);
-            self.count.fetch_sub(list.entries.len(), Ordering::SeqCst);
+            self.remove(list.entries.len());
             std::mem::take(&mut list.entries)
         };
         for entry in entries {
@@ -131,7 +144,7 @@ impl Waiters {
             let (due, keep): (Vec<_>, Vec<_>) =
                 std::mem::take(&mut list.entries).into_iter().partition(|e| e.wake_at.is_some_and(|at| at <= now));
             list.entries = keep;
-            self.count.fetch_sub(due.len(), Ordering::SeqCst);
+            self.remove(due.len());
             due
         };
         for entry in due {
