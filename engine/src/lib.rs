@@ -49,6 +49,8 @@
 mod backoff;
 mod clock;
 mod config;
+#[cfg(not(loom))]
+pub mod consumer;
 mod dead_letter;
 mod delivery;
 mod driver;
