@@ -10,6 +10,8 @@
 //!   the caller ([`LeaseKeeper::manual`] + [`LeaseKeeper::tick`]).
 //! * [`LeaseGuard`] (guard.rs): what a worker holds; shows whether the lease
 //!   is held, why it was lost, signals loss, and finishes the attempt.
+//! * [`Queue::diagnose`](crate::Queue::diagnose) (diagnose.rs): tells a
+//!   visibility timeout set too short from poison messages.
 //!
 //! Invariant of the module: nothing here changes the engine's lease rules;
 //! every renewal and every finish is an ordinary `Queue` call, so a consumer
@@ -17,11 +19,13 @@
 //! fencing tokens make it, and no less.
 
 mod cell;
+mod diagnose;
 mod guard;
 mod keeper;
 mod policy;
 
 pub use cell::LeaseStatus;
+pub use diagnose::{Diagnosis, PoisonMessage, TimeoutEvidence, Verdict};
 pub use guard::{LeaseGuard, LeaseLost, LossSignal};
 pub use keeper::{LeaseKeeper, Tick};
 pub use policy::{Decision, DropAction, LeasePolicy, LeaseState, LossReason, PolicyError};
