@@ -155,7 +155,7 @@ fn diagnose(queue: &str, stats: &QueueStats, moves: &[crate::dead_letter::DeadLe
     let p99_at_timeout = p99.is_some_and(|p| !vis.is_zero() && p.as_secs_f64() >= vis.as_secs_f64() * P99_SHARE);
     let late_material = late_calls > 0 && late_calls as f64 >= failed as f64 * LATE_SHARE;
     let short = p99_at_timeout || late_material || !while_working.is_empty();
-    let timeout = short.then(|| TimeoutEvidence {
+    let timeout = short.then_some(TimeoutEvidence {
         late_acks: stats.late_acks,
         stale_acks: stats.stale_acks,
         expired_acks: stats.expired_acks,
