@@ -10,6 +10,9 @@
 //!   the caller ([`LeaseKeeper::manual`] + [`LeaseKeeper::tick`]).
 //! * [`LeaseGuard`] (guard.rs): what a worker holds; shows whether the lease
 //!   is held, why it was lost, signals loss, and finishes the attempt.
+//! * [`Pool`] / [`run`] (pool.rs): workers that receive with long polling,
+//!   run a handler inside a kept lease, ack / retry / dead-letter by its
+//!   answer, and shut down without stranding leases.
 //! * [`Queue::diagnose`](crate::Queue::diagnose) (diagnose.rs): tells a
 //!   visibility timeout set too short from poison messages.
 //!
@@ -23,9 +26,11 @@ mod diagnose;
 mod guard;
 mod keeper;
 mod policy;
+mod pool;
 
 pub use cell::LeaseStatus;
 pub use diagnose::{Diagnosis, PoisonMessage, TimeoutEvidence, Verdict};
 pub use guard::{LeaseGuard, LeaseLost, LossSignal};
 pub use keeper::{LeaseKeeper, Tick};
 pub use policy::{Decision, DropAction, LeasePolicy, LeaseState, LossReason, PolicyError};
+pub use pool::{HandlerError, MAX_WORKERS, Pool, PoolBuilder, PoolError, PoolStats, ShutdownReport, run};
