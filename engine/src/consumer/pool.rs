@@ -15,7 +15,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::consumer::guard::LeaseGuard;
+use crate::consumer::guard::{LeaseGuard, LeaseLost};
 use crate::consumer::keeper::LeaseKeeper;
 use crate::consumer::policy::{LeasePolicy, PolicyError};
 use crate::delivery::ReceiveOptions;
@@ -56,6 +56,15 @@ impl fmt::Display for HandlerError {
 }
 
 impl std::error::Error for HandlerError {}
+
+/// A lost lease ends the handler as a transient failure: `guard.check()?`
+/// stops before the next effect; the pool's release is then refused (the
+/// message is already back on the queue or with another consumer).
+impl From<LeaseLost> for HandlerError {
+    fn from(lost: LeaseLost) -> Self {
+        HandlerError::Retry(lost.to_string())
+    }
+}
 
 /// Why a pool could not start.
 #[derive(Debug, Clone, PartialEq, Eq)]
