@@ -127,6 +127,8 @@ struct Counters {
     dead_lettered: AtomicU64,
     panicked: AtomicU64,
     returned_unhandled: AtomicU64,
+    /// Workers inside a handler now (a gauge).
+    busy: AtomicU64,
 }
 
 impl Counters {
@@ -231,7 +233,7 @@ impl PoolBuilder {
                     .expect("the OS refused to start a leaseq worker thread")
             })
             .collect();
-        Ok(Pool { queue: self.queue, keeper, stop, counters, threads })
+        Ok(Pool { queue: self.queue, keeper, stop, counters, threads, poll_wait: self.poll_wait })
     }
 }
 
@@ -282,6 +284,18 @@ impl Worker {
     {
         let c = &self.counters;
         Counters::bump(&c.handled);
+        // Relaxed: shutdown reads it as a hint of how many workers are still
+        // in a handler; it also waits on the threads themselves.
+        c.busy.fetch_add(1, Ordering::Relaxed);
+        self.finish_by_answer(guard, handler);
+        c.busy.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn finish_by_answer<H>(&self, guard: LeaseGuard, handler: &H)
+    where
+        H: Fn(&LeaseGuard) -> Result<(), HandlerError>,
+    {
+        let c = &self.counters;
         match catch_unwind(AssertUnwindSafe(|| handler(&guard))) {
             Ok(Ok(())) => match guard.ack() {
                 Ok(()) => Counters::bump(&c.acked),
@@ -320,6 +334,7 @@ pub struct Pool {
     stop: Arc<AtomicBool>,
     counters: Arc<Counters>,
     threads: Vec<JoinHandle<()>>,
+    poll_wait: Duration,
 }
 
 impl fmt::Debug for Pool {
@@ -370,7 +385,8 @@ impl Pool {
     }
 
     /// Stops receiving, lets in-flight handlers finish for up to `deadline`,
-    /// then releases every lease still held (other consumers get those
+    /// then (after idle workers end their last poll, up to the poll wait)
+    /// releases every lease still held (other consumers get those
     /// messages at once, not after their timeout; the handlers' guards report
     /// `LossReason::ReleasedByKeeper`), waits a short grace (up to 100 ms) for
     /// handlers to notice, and detaches any worker still running.
@@ -378,13 +394,34 @@ impl Pool {
         // Release pairs with the Acquire in `Worker::stopping`.
         self.stop.store(true, Ordering::Release);
         let clean = self.join_until(Instant::now() + deadline);
-        let released = if clean { 0 } else { self.keeper.release_all() };
+        let released = if clean {
+            0
+        } else {
+            // Let idle workers finish their last poll first, so they do not
+            // receive the messages released below only to hand them back
+            // (each such round trip would count as a delivery).
+            self.join_idle_until(Instant::now() + self.poll_wait + Duration::from_millis(100));
+            self.keeper.release_all()
+        };
         if !clean {
             self.join_until(Instant::now() + Duration::from_millis(100));
         }
         let detached = self.threads.len();
         self.threads.clear();
         ShutdownReport { clean, released, detached, stats: self.counters.snapshot() }
+    }
+
+    /// Joins finished workers until only those inside a handler are left, or
+    /// `until`.
+    fn join_idle_until(&mut self, until: Instant) {
+        loop {
+            self.join_until(Instant::now());
+            let busy = self.counters.busy.load(Ordering::Relaxed) as usize;
+            if self.threads.len() <= busy || Instant::now() >= until {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Joins the workers that finish before `until`; whether all did.
