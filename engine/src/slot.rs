@@ -87,7 +87,7 @@ impl Slot {
         Slot {
             lease: LeaseWord::new(),
             sent_at: AtomicU64::new(0),
-            late_calls: LateCalls(AtomicU64::new(0)),
+            late_calls: LateCalls(AtomicU32::new(0)),
             next_free: AtomicU32::new(NIL),
             body: UnsafeCell::new(Body::default()),
         }
@@ -135,7 +135,8 @@ impl Slot {
         // between, so no other memory needs ordering with it.
         let _ = self.late_calls.0.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |packed| {
             let (arrival, count) = LateCalls::unpack(packed);
-            (receipt_generation > arrival && count < LateCalls::MAX).then(|| LateCalls::pack(arrival, count + 1))
+            (LateCalls::issued_after(receipt_generation, arrival) && count < LateCalls::MAX)
+                .then(|| LateCalls::pack(arrival, count + 1))
         });
     }
 
@@ -145,20 +146,32 @@ impl Slot {
     }
 }
 
-/// Arrival generation (high 56 bits) and a saturating count (low 8 bits) in
-/// one word, so a count can never land on a later occupant of the slot.
+/// The low 24 bits of the arrival generation and a saturating 8-bit count in
+/// one 32-bit word (it fits the slot's padding beside `next_free`, so slots
+/// stay 96 bytes), so a count can never land on a later occupant of the slot.
+/// A receipt belongs to the current occupant when its generation is ahead of
+/// the arrival generation by less than 2^23 transitions (modulo 2^24).
 #[derive(Debug)]
-struct LateCalls(AtomicU64);
+struct LateCalls(AtomicU32);
 
 impl LateCalls {
     const MAX: u32 = 0xff;
+    const GEN_BITS: u32 = 24;
+    const GEN_MASK: u64 = (1 << Self::GEN_BITS) - 1;
 
-    fn pack(generation: u64, count: u32) -> u64 {
-        (generation << 8) | u64::from(count.min(Self::MAX))
+    fn pack(generation: u64, count: u32) -> u32 {
+        (((generation & Self::GEN_MASK) as u32) << 8) | count.min(Self::MAX)
     }
 
-    fn unpack(packed: u64) -> (u64, u32) {
-        (packed >> 8, (packed & 0xff) as u32)
+    fn unpack(packed: u32) -> (u64, u32) {
+        (u64::from(packed >> 8), packed & 0xff)
+    }
+
+    /// Whether a receipt of `generation` was issued after arrival `arrival`
+    /// (both reduced to 24 bits).
+    fn issued_after(generation: u64, arrival: u64) -> bool {
+        let ahead = (generation & Self::GEN_MASK).wrapping_sub(arrival) & Self::GEN_MASK;
+        ahead != 0 && ahead < (1 << (Self::GEN_BITS - 1))
     }
 }
 
@@ -373,6 +386,12 @@ mod late_call_tests {
     use super::*;
 
     #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn slots_stay_96_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 96);
+    }
+
+    #[test]
     fn late_calls_count_only_for_the_current_occupant() {
         let slot = Slot::new();
         slot.reset_late_calls(10);
@@ -387,6 +406,12 @@ mod late_call_tests {
         slot.reset_late_calls(20);
         slot.note_late_call(13);
         assert_eq!(slot.late_calls(), 0);
+        // Generations compare modulo 2^24.
+        slot.reset_late_calls((1 << 24) - 1);
+        slot.note_late_call(1 << 24);
+        slot.note_late_call((1 << 24) - 2);
+        assert_eq!(slot.late_calls(), 1);
+        slot.reset_late_calls(20);
         for _ in 0..300 {
             slot.note_late_call(21);
         }
