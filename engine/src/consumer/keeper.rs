@@ -344,6 +344,33 @@ mod tests {
     }
 
     #[test]
+    fn event_driven_ticks_at_next_due_renew_exactly_when_due() {
+        // How a simulator drives the keeper: jump the clock to `next_due`, tick.
+        let (clock, q) = setup();
+        let keeper = LeaseKeeper::manual(LeasePolicy { max_total: Some(Duration::from_secs(32)), ..policy() }).unwrap();
+        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0));
+        let first = keeper.tick(q.now());
+        assert_eq!(first, Tick { renewed: 0, stopped: 0, lost: 0, kept: 1, next_due: Some(Nanos(5_000_000_000)) });
+        let mut renewals_at = Vec::new();
+        let mut last = first;
+        while let Some(due) = last.next_due {
+            clock.advance_to(due);
+            last = keeper.tick(q.now());
+            if last.renewed == 1 {
+                renewals_at.push(q.now().as_nanos() / 1_000_000_000);
+            }
+            if last.stopped == 1 {
+                assert_eq!(guard.deadline(), Nanos(32_000_000_000), "the last renewal ends at the cap");
+            }
+        }
+        // Every 5 s (half of each 10 s grant); the last one shortened to end at the 32 s cap.
+        assert_eq!(renewals_at, vec![5, 10, 15, 20, 25]);
+        assert_eq!(last.lost, 1);
+        assert_eq!(guard.lost(), Some(LossReason::CapReached { max_total: Duration::from_secs(32) }));
+        assert_eq!(q.now(), Nanos(32_000_000_000));
+    }
+
+    #[test]
     fn without_ticks_the_lease_is_lost_at_the_deadline() {
         let (clock, q) = setup();
         let keeper = LeaseKeeper::manual(policy()).unwrap();
