@@ -328,6 +328,9 @@ impl Worker {
 
 /// A running pool. Dropping it without [`shutdown`](Pool::shutdown) stops
 /// receiving and detaches the workers (they finish what they hold).
+///
+/// A pool runs on a real clock: its workers long-poll in real time. Under a
+/// `ManualClock`, drive a [`LeaseKeeper::manual`] and the queue directly.
 pub struct Pool {
     queue: Queue,
     keeper: LeaseKeeper,
