@@ -165,3 +165,24 @@ fn healthy_and_unexplained() {
     assert_eq!(d.verdict, Verdict::Unexplained, "{d}");
     assert!(d.summary().contains("max_receives"), "{d}");
 }
+
+#[test]
+fn long_work_under_a_lease_keeper_is_healthy() {
+    use leaseq::consumer::{LeaseKeeper, LeasePolicy};
+    let clock = ManualClock::new();
+    let q = queue(&clock, true);
+    let keeper = LeaseKeeper::manual(LeasePolicy::default()).unwrap();
+    for _ in 0..25 {
+        q.send("35 s of work").unwrap();
+        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0));
+        for _ in 0..35 {
+            clock.advance(STEP);
+            keeper.tick(q.now());
+        }
+        guard.ack().unwrap();
+    }
+    let d = q.diagnose();
+    assert_eq!(d.verdict, Verdict::Healthy, "{d}");
+    assert!(d.processing_p99.unwrap() > VIS, "processing exceeds the timeout: {d}");
+    assert!(d.extensions > 0);
+}

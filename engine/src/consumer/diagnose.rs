@@ -31,7 +31,9 @@ use crate::stats::{QueueStats, SUGGESTION_MARGIN};
 /// a few stray double acks among many crashes should not.
 const LATE_SHARE: f64 = 0.05;
 /// p99 processing time at or above this share of the timeout counts as
-/// evidence of a short timeout (acked work is already running out of lease).
+/// evidence of a short timeout (acked work is already running out of lease),
+/// unless consumers renew their leases (then long work is expected, and only
+/// late calls count).
 const P99_SHARE: f64 = 0.9;
 
 /// The overall answer of [`Queue::diagnose`].
@@ -61,7 +63,8 @@ pub struct TimeoutEvidence {
     pub stale_acks: u64,
     /// Acks refused as expired (`LateAck::Reject`).
     pub expired_acks: u64,
-    /// Whether the p99 processing time reached the timeout.
+    /// Whether the p99 processing time reached the timeout while no lease
+    /// was ever extended.
     pub p99_at_timeout: bool,
     /// Messages dead-lettered at the retry ceiling although a worker called
     /// back for them after a lease was lost (they were not poison).
@@ -110,6 +113,9 @@ pub struct Diagnosis {
     pub processing_p99: Option<Duration>,
     /// Acks the percentiles come from.
     pub processing_samples: u64,
+    /// Successful lease extensions (consumers renew: processing beyond the
+    /// timeout is then expected).
+    pub extensions: u64,
     /// The timeout the measured p99 suggests (p99 × `SUGGESTION_MARGIN`,
     /// whole milliseconds); `None` with no measurement.
     pub suggested_visibility: Option<Duration>,
@@ -152,7 +158,9 @@ fn diagnose(queue: &str, stats: &QueueStats, moves: &[crate::dead_letter::DeadLe
     }
     let late_calls = stats.late_acks + stats.stale_acks + stats.expired_acks;
     let failed = stats.expired + stats.released;
-    let p99_at_timeout = p99.is_some_and(|p| !vis.is_zero() && p.as_secs_f64() >= vis.as_secs_f64() * P99_SHARE);
+    let renewing = stats.extensions > 0;
+    let p99_at_timeout =
+        !renewing && p99.is_some_and(|p| !vis.is_zero() && p.as_secs_f64() >= vis.as_secs_f64() * P99_SHARE);
     let late_material = late_calls > 0 && late_calls as f64 >= failed as f64 * LATE_SHARE;
     let short = p99_at_timeout || late_material || !while_working.is_empty();
     let timeout = short.then_some(TimeoutEvidence {
@@ -186,6 +194,7 @@ fn diagnose(queue: &str, stats: &QueueStats, moves: &[crate::dead_letter::DeadLe
         processing_p50: stats.processing_percentile(50.0),
         processing_p99: p99,
         processing_samples: stats.processing_time.len(),
+        extensions: stats.extensions,
         suggested_visibility,
         timeout,
         poison,
@@ -219,6 +228,13 @@ impl fmt::Display for Diagnosis {
                 self.processing_samples, self.visibility_timeout
             )?,
             _ => writeln!(f, "no acked attempt measured yet; visibility timeout {:?}", self.visibility_timeout)?,
+        }
+        if self.extensions > 0 {
+            writeln!(
+                f,
+                "{} lease extensions: consumers renew, so long processing alone is not a problem",
+                self.extensions
+            )?;
         }
         let verdict = match self.verdict {
             Verdict::Healthy => "healthy: nothing is being redelivered",
