@@ -7,7 +7,11 @@
 use std::fmt;
 use std::time::Duration;
 
+use std::collections::VecDeque;
+
 use crate::clock::Nanos;
+use crate::receipt::MessageId;
+use crate::sync::{Mutex, lock};
 
 /// Most failed attempts a message remembers.
 pub const MAX_ATTEMPT_RECORDS: usize = 8;
@@ -77,4 +81,44 @@ pub struct DeadLetterRecord {
     pub attempts: Vec<AttemptRecord>,
     /// When it was moved.
     pub dead_lettered_at: Nanos,
+}
+
+/// How many recent dead-letter moves a queue remembers for `diagnose`.
+pub(crate) const DEAD_LETTER_LOG: usize = 64;
+
+/// One message a queue moved to its dead-letter queue.
+#[derive(Debug, Clone)]
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) struct DeadLetterNote {
+    pub(crate) id: MessageId,
+    pub(crate) record: std::sync::Arc<DeadLetterRecord>,
+    /// Acks, extends, releases or dead-letters refused as stale or expired
+    /// for its attempts while it was on the queue: a consumer was still
+    /// working on it after its lease ran out.
+    pub(crate) late_calls: u32,
+}
+
+/// The source queue's memory of its last `DEAD_LETTER_LOG` dead-letter moves.
+///
+/// Invariant: touched only when a message is dead-lettered (a cold path) and
+/// when `diagnose` reads it; nothing on the hot path takes its lock.
+#[derive(Debug, Default)]
+pub(crate) struct DeadLetterLog {
+    recent: Mutex<VecDeque<DeadLetterNote>>,
+}
+
+impl DeadLetterLog {
+    pub(crate) fn remember(&self, note: DeadLetterNote) {
+        let mut recent = lock(&self.recent);
+        if recent.len() == DEAD_LETTER_LOG {
+            recent.pop_front();
+        }
+        recent.push_back(note);
+    }
+
+    /// The remembered moves, oldest first.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn recent(&self) -> Vec<DeadLetterNote> {
+        lock(&self.recent).iter().cloned().collect()
+    }
 }

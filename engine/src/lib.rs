@@ -22,6 +22,11 @@
 //! with the effect) and fence external writes with
 //! [`Delivery::fencing_token`].
 //!
+//! The [`consumer`] module holds the consumer side: a lease keeper that renews
+//! off the workers' threads within policy bounds, a guard that makes loss
+//! visible, a worker pool with graceful shutdown, and `Queue::diagnose`
+//! (docs/consumer.md).
+//!
 //! ```
 //! use std::time::Duration;
 //! use leaseq::{Engine, ManualClock, QueueConfig, LeaseError};
@@ -49,6 +54,8 @@
 mod backoff;
 mod clock;
 mod config;
+#[cfg(not(loom))]
+pub mod consumer;
 mod dead_letter;
 mod delivery;
 mod driver;

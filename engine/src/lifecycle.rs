@@ -23,7 +23,9 @@ use bytes::Bytes;
 
 use crate::clock::{Nanos, duration_nanos};
 use crate::config::LateAck;
-use crate::dead_letter::{AttemptOutcome, AttemptRecord, DeadLetterReason, DeadLetterRecord, MAX_ATTEMPT_RECORDS};
+use crate::dead_letter::{
+    AttemptOutcome, AttemptRecord, DeadLetterNote, DeadLetterReason, DeadLetterRecord, MAX_ATTEMPT_RECORDS,
+};
 use crate::delivery::Delivery;
 use crate::error::{Error, LeaseError, ReceiptError};
 use crate::lease::{Claim, Phase, next, next_generation};
@@ -107,6 +109,7 @@ impl QueueCore {
         // Relaxed: a statistic, published with the lease word below.
         slot.sent_at.store(now, Ordering::Relaxed);
         let published = next::sent(slot.lease.load(), delay > 0);
+        slot.reset_late_calls(published.generation());
         if delay > 0 {
             shard.stats.add(Counter::DelayedIn, 1);
             slot.lease.publish_owned(published);
@@ -218,6 +221,18 @@ impl QueueCore {
         let shard = self.shards.get(usize::from(receipt.shard)).ok_or(ReceiptError::Forged)?;
         let slot = shard.slab.get(receipt.slot).ok_or(ReceiptError::Forged)?;
         Ok((shard, slot))
+    }
+
+    /// Counts a call refused as stale or expired against the message its
+    /// receipt named, if that message is still on this queue (see
+    /// `Slot::note_late_call`); `diagnose` tells a short timeout from a poison
+    /// message by it.
+    pub(crate) fn note_late_call(&self, receipt: &Receipt, result: &Result<impl Sized, LeaseError>) {
+        if matches!(result, Err(LeaseError::Stale | LeaseError::Expired)) {
+            if let Ok((_, slot)) = self.locate(receipt) {
+                slot.note_late_call(receipt.generation);
+            }
+        }
     }
 
     /// Why attempt `generation` does not hold its lease: `Expired` if its
@@ -527,7 +542,9 @@ impl QueueCore {
             attempts,
             dead_lettered_at: Nanos(now),
         };
-        let history = History { attempts: Vec::new(), dead_letter: Some(std::sync::Arc::new(record)) };
+        let record = std::sync::Arc::new(record);
+        let note = DeadLetterNote { id: MessageId(id), record: record.clone(), late_calls: slot.late_calls() };
+        let history = History { attempts: Vec::new(), dead_letter: Some(record) };
         let arrival = Arrival {
             id: Some(MessageId(id)),
             payload,
@@ -538,6 +555,7 @@ impl QueueCore {
             return Err(claim);
         }
         dead_letter_queue.waiters.notify();
+        self.dead_letter_log.remember(note);
         // SAFETY: we hold the claim.
         let (payload, history) =
             unsafe { slot.body_mut(|body| (std::mem::take(&mut body.payload), body.history.take())) };

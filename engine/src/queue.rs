@@ -15,6 +15,7 @@ use bytes::Bytes;
 
 use crate::clock::{Nanos, duration_nanos};
 use crate::config::{MAX_BATCH, QueueConfig};
+use crate::dead_letter::DeadLetterLog;
 use crate::delivery::{Delivery, ReceiveOptions, SendOptions};
 use crate::engine::{EngineInner, EngineShared};
 use crate::error::{Error, LeaseError};
@@ -43,6 +44,7 @@ pub(crate) struct QueueCore {
     pub(crate) dead_letter: Option<Arc<QueueCore>>,
     pub(crate) waiters: Waiters,
     pub(crate) deleted: AtomicBool,
+    pub(crate) dead_letter_log: DeadLetterLog,
 }
 
 impl QueueCore {
@@ -74,6 +76,7 @@ impl QueueCore {
             dead_letter,
             waiters,
             deleted: AtomicBool::new(false),
+            dead_letter_log: DeadLetterLog::default(),
         }
     }
 
@@ -245,36 +248,46 @@ impl Queue {
 
     /// Acks the attempt `receipt` names: the message is gone for good.
     pub fn ack(&self, receipt: &Receipt) -> Result<(), LeaseError> {
-        self.core.ack(receipt)
+        let result = self.core.ack(receipt);
+        self.core.note_late_call(receipt, &result);
+        result
     }
 
     /// Acks several receipts; one result per receipt, in order.
     pub fn ack_batch(&self, receipts: &[Receipt]) -> Vec<Result<(), LeaseError>> {
-        receipts.iter().map(|r| self.core.ack(r)).collect()
+        receipts.iter().map(|r| self.ack(r)).collect()
     }
 
     /// Extends the lease to now + `visibility`. Only while the lease is held
     /// (before its deadline); refused past `max_lease` for one attempt.
     pub fn extend(&self, receipt: &Receipt, visibility: Duration) -> Result<Nanos, LeaseError> {
-        self.core.extend(receipt, visibility)
+        let result = self.core.extend(receipt, visibility);
+        self.core.note_late_call(receipt, &result);
+        result
     }
 
     /// Ends the attempt now; the message is receivable again after `delay`
     /// (zero: at once). At the retry ceiling it goes to the dead-letter queue.
     pub fn release(&self, receipt: &Receipt, delay: Duration) -> Result<(), LeaseError> {
-        self.core.release(receipt, Some(delay))
+        let result = self.core.release(receipt, Some(delay));
+        self.core.note_late_call(receipt, &result);
+        result
     }
 
     /// Like `release`, with the delay the queue's `backoff` gives for this
     /// message's delivery count.
     pub fn release_with_backoff(&self, receipt: &Receipt) -> Result<(), LeaseError> {
-        self.core.release(receipt, None)
+        let result = self.core.release(receipt, None);
+        self.core.note_late_call(receipt, &result);
+        result
     }
 
     /// Moves the message to the dead-letter queue now (the consumer declares it
     /// poison), with `reason` in its record.
     pub fn dead_letter(&self, receipt: &Receipt, reason: &str) -> Result<(), LeaseError> {
-        self.core.dead_letter(receipt, reason)
+        let result = self.core.dead_letter(receipt, reason);
+        self.core.note_late_call(receipt, &result);
+        result
     }
 
     /// Removes every message (ready, delayed and in flight); returns how many.

@@ -68,6 +68,10 @@ pub(crate) struct Slot {
     /// Send time, readable without owning the slot (for the oldest-ready
     /// age). Relaxed: it is a statistic, never used to decide a transition.
     pub(crate) sent_at: AtomicU64,
+    /// Calls (ack, extend, release, dead-letter) that arrived for an attempt of
+    /// the message now here after that attempt had lost its lease, packed with
+    /// the generation the message arrived at (see `LateCalls`).
+    late_calls: LateCalls,
     next_free: AtomicU32,
     body: UnsafeCell<Body>,
 }
@@ -83,6 +87,7 @@ impl Slot {
         Slot {
             lease: LeaseWord::new(),
             sent_at: AtomicU64::new(0),
+            late_calls: LateCalls(AtomicU32::new(0)),
             next_free: AtomicU32::new(NIL),
             body: UnsafeCell::new(Body::default()),
         }
@@ -109,6 +114,64 @@ impl Slot {
         // SAFETY: the caller owns the slot, so this is the only reference to
         // the body while it lives.
         self.body.with_mut(|body| f(unsafe { &mut *body }))
+    }
+}
+
+impl Slot {
+    /// Starts the count of late calls for a message arriving at `generation`.
+    /// Called by the slot's owner before it publishes the message.
+    #[inline]
+    pub(crate) fn reset_late_calls(&self, generation: u64) {
+        // Relaxed: published with the lease word that follows.
+        self.late_calls.0.store(LateCalls::pack(generation, 0), Ordering::Relaxed);
+    }
+
+    /// Counts a refused call with a receipt of `receipt_generation`, if that
+    /// receipt belongs to the message now in the slot (it was issued after the
+    /// message arrived). Off the hot path: only refused calls come here.
+    pub(crate) fn note_late_call(&self, receipt_generation: u64) {
+        // Relaxed: the word carries its own identity (the arrival generation),
+        // and the compare-exchange fails if another message took the slot in
+        // between, so no other memory needs ordering with it.
+        let _ = self.late_calls.0.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |packed| {
+            let (arrival, count) = LateCalls::unpack(packed);
+            (LateCalls::issued_after(receipt_generation, arrival) && count < LateCalls::MAX)
+                .then(|| LateCalls::pack(arrival, count + 1))
+        });
+    }
+
+    /// Late calls counted for the message now in the slot.
+    pub(crate) fn late_calls(&self) -> u32 {
+        LateCalls::unpack(self.late_calls.0.load(Ordering::Relaxed)).1
+    }
+}
+
+/// The low 24 bits of the arrival generation and a saturating 8-bit count in
+/// one 32-bit word (it fits the slot's padding beside `next_free`, so slots
+/// stay 96 bytes), so a count can never land on a later occupant of the slot.
+/// A receipt belongs to the current occupant when its generation is ahead of
+/// the arrival generation by less than 2^23 transitions (modulo 2^24).
+#[derive(Debug)]
+struct LateCalls(AtomicU32);
+
+impl LateCalls {
+    const MAX: u32 = 0xff;
+    const GEN_BITS: u32 = 24;
+    const GEN_MASK: u64 = (1 << Self::GEN_BITS) - 1;
+
+    fn pack(generation: u64, count: u32) -> u32 {
+        (((generation & Self::GEN_MASK) as u32) << 8) | count.min(Self::MAX)
+    }
+
+    fn unpack(packed: u32) -> (u64, u32) {
+        (u64::from(packed >> 8), packed & 0xff)
+    }
+
+    /// Whether a receipt of `generation` was issued after arrival `arrival`
+    /// (both reduced to 24 bits).
+    fn issued_after(generation: u64, arrival: u64) -> bool {
+        let ahead = (generation & Self::GEN_MASK).wrapping_sub(arrival) & Self::GEN_MASK;
+        ahead != 0 && ahead < (1 << (Self::GEN_BITS - 1))
     }
 }
 
@@ -315,5 +378,43 @@ mod tests {
             assert!(all.insert(index));
         }
         assert_eq!(all.len(), 64, "no slot lost");
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod late_call_tests {
+    use super::*;
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn slots_stay_96_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 96);
+    }
+
+    #[test]
+    fn late_calls_count_only_for_the_current_occupant() {
+        let slot = Slot::new();
+        slot.reset_late_calls(10);
+        slot.note_late_call(11);
+        slot.note_late_call(13);
+        assert_eq!(slot.late_calls(), 2);
+        // A receipt of an earlier occupant (issued before generation 10) does not count.
+        slot.note_late_call(9);
+        slot.note_late_call(10);
+        assert_eq!(slot.late_calls(), 2);
+        // A new occupant starts from zero and ignores the old one's receipts.
+        slot.reset_late_calls(20);
+        slot.note_late_call(13);
+        assert_eq!(slot.late_calls(), 0);
+        // Generations compare modulo 2^24.
+        slot.reset_late_calls((1 << 24) - 1);
+        slot.note_late_call(1 << 24);
+        slot.note_late_call((1 << 24) - 2);
+        assert_eq!(slot.late_calls(), 1);
+        slot.reset_late_calls(20);
+        for _ in 0..300 {
+            slot.note_late_call(21);
+        }
+        assert_eq!(slot.late_calls(), LateCalls::MAX, "saturates");
     }
 }

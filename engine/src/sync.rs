@@ -13,7 +13,7 @@
 #[cfg(not(loom))]
 mod imp {
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
-    pub(crate) use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+    pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 
     /// An `UnsafeCell` with loom's closure-based API, so call sites read the
     /// same under both backends.
