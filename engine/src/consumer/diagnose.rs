@@ -277,12 +277,17 @@ impl fmt::Display for Diagnosis {
         }
         if !self.poison.is_empty() {
             writeln!(f, "- {} poison message(s), no worker came back after losing a lease:", self.poison.len())?;
-            for p in &self.poison {
+            // Name a few; the full list is in `self.poison`.
+            const NAMED: usize = 10;
+            for p in self.poison.iter().take(NAMED) {
                 writeln!(
                     f,
                     "  {}: {} deliveries ({} expired, {} released among the last attempts)",
                     p.id, p.deliveries, p.expired_attempts, p.released_attempts
                 )?;
+            }
+            if self.poison.len() > NAMED {
+                writeln!(f, "  ... and {} more (Diagnosis::poison lists them all)", self.poison.len() - NAMED)?;
             }
         }
         Ok(())
