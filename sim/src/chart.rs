@@ -120,8 +120,9 @@ impl Chart {
                 writeln!(svg, r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#, LEFT - 6.0, py + 4.0, label(y));
             y += y_step;
         }
+        // On a log axis the sweep's own x values make the clearest ticks.
         let x_ticks: Vec<f64> = match self.series.first() {
-            Some(s) if s.points.len() <= 12 => s.points.iter().map(|p| p.0).collect(),
+            Some(s) if self.log_x && s.points.len() <= 12 => s.points.iter().map(|p| p.0).collect(),
             _ => {
                 let step = nice_step(x_max - x_min);
                 let mut ticks = vec![];

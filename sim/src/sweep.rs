@@ -27,6 +27,18 @@ pub fn renewing_policy(timeout: Duration) -> Policy {
     }
 }
 
+impl Series {
+    /// The same series with x taken from `x` of the matching reports, in
+    /// order (for charts whose x axis is another measurement).
+    fn with_x(mut self, reports: &[Report], kind: &str, x: &dyn Fn(&Report) -> f64) -> Self {
+        let xs = reports.iter().filter(|r| r.policy_kind == kind).map(x);
+        for (point, x) in self.points.iter_mut().zip(xs) {
+            point.0 = x;
+        }
+        self
+    }
+}
+
 /// Everything a sweep produced.
 #[derive(Debug, Clone)]
 pub struct SweepOutput {
@@ -79,11 +91,27 @@ pub fn sweep(base: &Scenario, timeouts: &[Duration]) -> Result<SweepOutput, Stri
             Chart {
                 title: format!("{}: crash recovery stall vs timeout", base.name),
                 x_label: "visibility timeout (s, log scale)".into(),
-                y_label: "crash to redelivery, p50 (s)".into(),
+                y_label: "crash to eligible again (lease stall), p50 (s)".into(),
                 log_x: true,
                 series: vec![
                     series("fixed", "fixed timeout", &|r| r.recovery.p50),
                     series("renewing", "timeout + renewal", &|r| r.recovery.p50),
+                ],
+            }
+            .to_svg(),
+        ),
+        (
+            "tradeoff".to_string(),
+            Chart {
+                title: format!("{}: duplicates vs crash stall, one point per timeout", base.name),
+                x_label: "crash to eligible again, p50 (s)".into(),
+                y_label: "duplicate executions".into(),
+                log_x: false,
+                series: vec![
+                    series("fixed", "fixed timeout", &|r| r.duplicate_executions as f64)
+                        .with_x(&reports, "fixed", &|r| r.recovery.p50),
+                    series("renewing", "timeout + renewal", &|r| r.duplicate_executions as f64)
+                        .with_x(&reports, "renewing", &|r| r.recovery.p50),
                 ],
             }
             .to_svg(),
