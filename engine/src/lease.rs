@@ -114,7 +114,12 @@ impl Claim<'_> {
         self.done = true;
         // Release: the fields written under the claim are visible to the next
         // thread that claims (Acquire) or reads this word.
-        self.lease.word.store(next.0, Ordering::Release);
+        #[cfg(not(leaseq_mutant = "relaxed_publish"))]
+        let order = Ordering::Release;
+        // Mutant (loom-tests only): the next owner no longer sees our writes.
+        #[cfg(leaseq_mutant = "relaxed_publish")]
+        let order = Ordering::Relaxed;
+        self.lease.word.store(next.0, order);
     }
 
     /// Puts the word back as it was: the transition did not happen.
@@ -150,6 +155,26 @@ impl LeaseWord {
         Word(self.word.load(Ordering::Acquire))
     }
 
+    /// The current word once no transition is in progress on it: waits out a
+    /// claim (a few instructions long) instead of reporting `Claimed`.
+    ///
+    /// Whoever judges a ready entry, a timer entry or a receipt by the word
+    /// must use this, not `load`: a claim may be reverted (a refused ack,
+    /// extend or release), so seeing `Claimed` says nothing about where the
+    /// message will be, and dropping an entry because of it loses the entry
+    /// for good (a message left `Ready` with no ready entry, or a lease with no
+    /// expiry timer).
+    pub(crate) fn load_settled(&self) -> Word {
+        let mut spins = 0;
+        loop {
+            let word = self.load();
+            if word.phase() != Phase::Claimed {
+                return word;
+            }
+            busy_wait(&mut spins);
+        }
+    }
+
     /// Publishes a word on a slot whose ownership came from outside the word
     /// (the free list hands a `Free` slot to exactly one sender).
     pub(crate) fn publish_owned(&self, next: Word) {
@@ -173,6 +198,13 @@ impl LeaseWord {
                 return Err(Refusal::Mismatch(current));
             }
             let claimed = Word::new(current.generation(), Phase::Claimed);
+            // Mutant (loom-tests only): the claim as a load-then-store, so two
+            // threads that saw the same word can both believe they own it.
+            #[cfg(leaseq_mutant = "cas_as_store")]
+            {
+                self.word.store(claimed.0, Ordering::Release);
+                return Ok(Claim { lease: self, before: current, done: false });
+            }
             // AcqRel on success: Acquire takes ownership of the fields the last
             // publisher wrote; Release is not needed for the fields (the claimer
             // writes them later and publishes with Release) but keeps the claim
@@ -238,6 +270,11 @@ pub(crate) mod next {
 
     /// ack, dead-letter, purge: any -> `Free(g + 1)`.
     pub(crate) fn freed(before: Word) -> Word {
+        // Mutant (loom-tests only): the slot's next occupant inherits the
+        // generation its previous occupant's entries and receipts name.
+        #[cfg(leaseq_mutant = "no_bump_on_free")]
+        return Word::new(before.generation(), Phase::Free);
+        #[cfg(not(leaseq_mutant = "no_bump_on_free"))]
         Word::new(next_generation(before.generation()), Phase::Free)
     }
 

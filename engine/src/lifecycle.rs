@@ -152,7 +152,10 @@ impl QueueCore {
     /// receive: `Ready(g)` -> `InFlight(g + 1)`. `None` for a stale entry.
     fn try_receive(&self, shard: &Shard, entry: ReadyEntry, visibility: u64, now: u64) -> Option<Delivery> {
         let slot = shard.slab.get(entry.slot)?;
-        let word = slot.lease.load();
+        // Settled, not merely loaded: a claim in progress may be reverted (a
+        // refused late ack holds `Ready|E` for a moment), and dropping the
+        // entry then would leave a ready message no receiver can find.
+        let word = slot.lease.load_settled();
         if word.phase() != Phase::Ready || word.generation() as u32 != entry.generation {
             return None;
         }
@@ -238,7 +241,7 @@ impl QueueCore {
     /// Why attempt `generation` does not hold its lease: `Expired` if its
     /// lease ran out and nobody received the message since, else `Stale`.
     fn why_not_held(slot: &Slot, generation: u64) -> LeaseError {
-        let word = slot.lease.load();
+        let word = slot.lease.load_settled();
         let expired_here = matches!(word.phase(), Phase::Ready | Phase::Delayed)
             && word.after_expiry()
             && word.generation() == next_generation(generation);
@@ -611,7 +614,11 @@ impl QueueCore {
         let Some(slot) = shard.slab.get(entry.slot) else {
             return false;
         };
-        let word = slot.lease.load();
+        // Settled: an extend (or a refused ack or release) holding the claim
+        // right now publishes the same generation again, and this entry is
+        // then the lease's only expiry timer; dropping it would leave the
+        // message in flight forever.
+        let word = slot.lease.load_settled();
         if word.generation() as u32 != entry.generation {
             return false;
         }
@@ -681,7 +688,10 @@ impl QueueCore {
     /// Claims the `Ready` message a popped entry names, if the entry is live.
     fn claim_entry(shard: &Shard, entry: ReadyEntry) -> Option<(&Slot, Claim<'_>)> {
         let slot = shard.slab.get(entry.slot)?;
-        let word = slot.lease.load();
+        // Settled, not merely loaded: a claim in progress may be reverted (a
+        // refused late ack holds `Ready|E` for a moment), and dropping the
+        // entry then would leave a ready message no receiver can find.
+        let word = slot.lease.load_settled();
         if word.phase() != Phase::Ready || word.generation() as u32 != entry.generation {
             return None;
         }
@@ -757,5 +767,88 @@ impl QueueCore {
             }
         }
         oldest
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    //! Regressions found by the loom models (loom-tests/): an entry judged
+    //! against a word that another thread holds claimed must wait for the
+    //! claim, because the claim may be reverted. Here a helper thread holds
+    //! the claim for a while; if the engine does not wait, the message is
+    //! lost, and if the helper is slow to start, the test passes vacuously,
+    //! never spuriously fails.
+
+    use std::sync::mpsc;
+    use std::thread;
+    use std::time::Duration;
+
+    use crate::{Engine, LateAck, ManualClock, QueueConfig};
+
+    const HOLD: Duration = Duration::from_millis(50);
+
+    fn setup(late_ack: LateAck) -> (ManualClock, crate::Queue) {
+        let clock = ManualClock::new();
+        let engine = Engine::builder().clock(clock.clone()).build();
+        let config = QueueConfig {
+            visibility_timeout: Duration::from_secs(10),
+            late_ack,
+            shards: Some(1),
+            max_messages: 4,
+            ..QueueConfig::default()
+        };
+        (clock, engine.create_queue("q", config).unwrap())
+    }
+
+    #[test]
+    fn an_expiry_timer_firing_during_an_extension_is_kept() {
+        let (clock, queue) = setup(LateAck::default());
+        queue.send(&b"m"[..]).unwrap();
+        let d = queue.receive(1).unwrap().pop().unwrap();
+        clock.advance(Duration::from_secs(10));
+        let (held, wait) = mpsc::channel();
+        let core = queue.core.clone();
+        let generation = d.receipt.generation();
+        let holder = thread::spawn(move || {
+            let slot = core.shards[0].slab.get(0).unwrap();
+            // Stands in for an extend (or a refused ack) mid-transition.
+            let claim = slot.lease.try_claim_in_flight(generation).unwrap();
+            held.send(()).unwrap();
+            thread::sleep(HOLD);
+            claim.revert();
+        });
+        wait.recv().unwrap();
+        // Fires the expiry timer while the claim is held.
+        let redelivered = queue.receive(1).unwrap();
+        holder.join().unwrap();
+        let redelivered = if redelivered.is_empty() { queue.receive(1).unwrap() } else { redelivered };
+        assert_eq!(redelivered.len(), 1, "the lease's only expiry timer was dropped");
+        assert_eq!(redelivered[0].delivery_count, 2);
+    }
+
+    #[test]
+    fn a_ready_entry_popped_during_a_refused_late_ack_is_kept() {
+        let (clock, queue) = setup(LateAck::Reject);
+        queue.send(&b"m"[..]).unwrap();
+        let d = queue.receive(1).unwrap().pop().unwrap();
+        clock.advance(Duration::from_secs(10));
+        assert_eq!(queue.stats().expired, 1, "expiry applied: the message is ready again");
+        let (held, wait) = mpsc::channel();
+        let core = queue.core.clone();
+        let generation = d.receipt.generation();
+        let holder = thread::spawn(move || {
+            let slot = core.shards[0].slab.get(0).unwrap();
+            // What a late ack under `LateAck::Reject` does before refusing.
+            let claim = slot.lease.try_claim_expired_attempt(generation).unwrap();
+            held.send(()).unwrap();
+            thread::sleep(HOLD);
+            claim.revert();
+        });
+        wait.recv().unwrap();
+        let got = queue.receive(1).unwrap();
+        holder.join().unwrap();
+        let got = if got.is_empty() { queue.receive(1).unwrap() } else { got };
+        assert_eq!(got.len(), 1, "the message's only ready entry was dropped");
+        assert_eq!(got[0].delivery_count, 2);
     }
 }

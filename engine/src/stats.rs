@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering, SampleCount};
 
 /// The monotonic counters each shard keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +81,7 @@ const DISTRIBUTIONS: usize = 3;
 /// bucket's midpoint is within 1.6% of any value in it), converted into an
 /// HdrHistogram on read.
 pub(crate) struct AtomicHistogram {
-    buckets: Box<[AtomicU64]>,
+    buckets: Box<[SampleCount]>,
 }
 
 const SUB_BITS: u32 = 5;
@@ -96,7 +96,7 @@ impl fmt::Debug for AtomicHistogram {
 
 impl AtomicHistogram {
     pub(crate) fn new() -> Self {
-        AtomicHistogram { buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect() }
+        AtomicHistogram { buckets: (0..BUCKETS).map(|_| SampleCount::new(0)).collect() }
     }
 
     fn bucket_of(value: u64) -> usize {

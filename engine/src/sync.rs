@@ -66,6 +66,15 @@ mod imp {
 
 pub(crate) use imp::*;
 
+/// A histogram bucket: a Relaxed sample count that orders nothing and that no
+/// decision reads. It is a std atomic in both builds, a deliberate loom seam:
+/// a queue has thousands of buckets, and as loom atomics their creation and
+/// every `stats()` read of them would be model branches (loom's branch limit is
+/// exceeded by one read) while adding no interleaving that could break an
+/// invariant. The stats *counters*, which the gauges are derived from and
+/// whose ordering matters, stay loom atomics.
+pub(crate) type SampleCount = std::sync::atomic::AtomicU64;
+
 /// Locks a mutex, recovering the data if a panicking thread poisoned it: every
 /// structure the engine guards with a mutex is left consistent between
 /// statements, so poison carries no information here.
@@ -92,12 +101,30 @@ pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
 
 /// A small number per thread, handed out in thread-creation order, so threads
 /// spread over shards round-robin. A preference only: nothing depends on two
-/// threads having different numbers (under loom all model threads may share
-/// one), so a plain std counter is enough here.
+/// threads having different numbers, so a plain std counter is enough here.
+#[cfg(not(loom))]
 #[inline]
 pub(crate) fn thread_number() -> usize {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     thread_local! {
+        static NUMBER: usize = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    NUMBER.with(|n| *n)
+}
+
+/// Under loom: numbered in the order model threads first touch the engine
+/// within one execution (loom resets both statics per execution), so home
+/// shards differ between model threads, as they do in production, and each
+/// execution is reproducible from its schedule. The counter is a std atomic
+/// on purpose: it is a preference, not a synchronisation point, and a loom
+/// atomic would only add interleavings that cannot matter.
+#[cfg(loom)]
+#[inline]
+pub(crate) fn thread_number() -> usize {
+    loom::lazy_static! {
+        static ref NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    }
+    loom::thread_local! {
         static NUMBER: usize = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     NUMBER.with(|n| *n)

@@ -1,0 +1,131 @@
+//! Loom models of leaseq's lease state machine.
+//!
+//! Everything here is compiled only under `RUSTFLAGS="--cfg loom"`; without it
+//! this crate is empty and its test files compile to nothing. Under loom the
+//! engine's own atomics, cells and mutexes are loom's (see
+//! `engine/src/sync.rs`), so each model below drives the real engine through
+//! its public API from two or three loom threads and loom enumerates their
+//! interleavings up to `LOOM_MAX_PREEMPTIONS`.
+//!
+//! This module holds what every model shares: a tiny queue on a
+//! `ManualClock`, and a wrapper around `loom::model` that reports how many
+//! executions a model explored (docs/loom.md records those figures).
+#![cfg(loom)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+pub use leaseq::{
+    Backoff, Delivery, Engine, Error, LateAck, LeaseError, ManualClock, MessageId, Queue, QueueConfig, QueueStats,
+    Receipt, ReceiveOptions,
+};
+
+/// The visibility timeout every model uses: ten virtual nanoseconds.
+pub const VISIBILITY: Duration = Duration::from_nanos(10);
+
+/// An engine on a manual clock with one work queue (and, when the config
+/// names one, its dead-letter queue).
+#[derive(Debug, Clone)]
+pub struct Fixture {
+    /// The engine's clock; models advance it to make leases run out.
+    pub clock: ManualClock,
+    /// Kept so the queues' engine outlives every model thread.
+    pub engine: Engine,
+    /// The queue under test ("work").
+    pub queue: Queue,
+    /// The dead-letter queue ("dlq"), if the config names one.
+    pub dead_letters: Option<Queue>,
+}
+
+/// The small config the models start from: `capacity` slots over `shards`
+/// shards, the model visibility, no backoff, on-time and late acks accepted.
+pub fn config(capacity: usize, shards: usize) -> QueueConfig {
+    QueueConfig {
+        visibility_timeout: VISIBILITY,
+        max_visibility: Duration::from_nanos(100),
+        max_lease: Duration::from_nanos(1_000),
+        max_delay: Duration::from_nanos(1_000),
+        max_messages: capacity,
+        max_payload: 16,
+        shards: Some(shards),
+        ..QueueConfig::default()
+    }
+}
+
+impl Fixture {
+    /// Builds the engine and queues; call inside the model closure (loom
+    /// objects must be created in the execution that uses them).
+    pub fn new(config: QueueConfig) -> Self {
+        let clock = ManualClock::new();
+        let engine = Engine::builder().clock(clock.clone()).default_shards(1).build();
+        let dead_letters = config.dead_letter_queue.as_ref().map(|name| {
+            engine.create_queue(name, self::config(4, 1)).expect("the dead-letter queue's config is valid")
+        });
+        let queue = engine.create_queue("work", config).expect("the model's config is valid");
+        Fixture { clock, engine, queue, dead_letters }
+    }
+
+    /// Sends `payload`, which must fit.
+    pub fn send(&self, payload: &'static [u8]) -> MessageId {
+        self.queue.send(payload).expect("the model's queue has room")
+    }
+
+    /// Receives exactly one message, which must be ready.
+    pub fn receive_one(&self) -> Delivery {
+        let mut got = self.queue.receive(1).expect("receive(1) is a valid request");
+        assert_eq!(got.len(), 1, "the model expected a ready message");
+        got.pop().expect("one delivery")
+    }
+
+    /// The clock's time in nanoseconds.
+    pub fn clock_now(&self) -> u64 {
+        self.queue.now().as_nanos()
+    }
+
+    /// Moves the clock forward by `d`.
+    pub fn advance(&self, d: Duration) {
+        self.clock.advance(d);
+    }
+
+    /// Everything still on the work queue once all model threads are done:
+    /// advances the clock past any lease or delay, then receives until empty.
+    pub fn drain(&self) -> Vec<Delivery> {
+        self.advance(Duration::from_nanos(10_000));
+        let mut all = Vec::new();
+        loop {
+            let got = self.queue.receive(4).expect("receive(4) is a valid request");
+            if got.is_empty() {
+                return all;
+            }
+            all.extend(got);
+        }
+    }
+}
+
+/// Receives at most one message from `queue`, returning it if any.
+pub fn try_receive(queue: &Queue) -> Option<Delivery> {
+    let mut got = queue.receive(1).expect("receive(1) is a valid request");
+    assert!(got.len() <= 1, "receive(1) returned {} messages", got.len());
+    got.pop()
+}
+
+/// Runs `body` under `loom::model`, then prints how many executions it took
+/// and how long (the figures docs/loom.md records).
+pub fn model<F>(name: &str, body: F)
+where
+    F: Fn() + Sync + Send + 'static,
+{
+    let executions = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = executions.clone();
+    let started = Instant::now();
+    loom::model(move || {
+        counted.fetch_add(1, Ordering::Relaxed);
+        body();
+    });
+    println!(
+        "loom model {name}: {} executions in {:.2?} (LOOM_MAX_PREEMPTIONS={})",
+        executions.load(Ordering::Relaxed),
+        started.elapsed(),
+        std::env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "unbounded".into()),
+    );
+}

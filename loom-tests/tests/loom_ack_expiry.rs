@@ -1,0 +1,57 @@
+//! Ack racing the expiry of the same lease (issue model 1).
+//!
+//! One message is in flight with receipt `r`. One thread acks `r`; the other
+//! moves the clock to the lease's deadline and receives, which applies the
+//! due expiry and may redeliver the message to itself. Invariant: exactly one
+//! of {the ack succeeds, the message is delivered again} happens, never both
+//! and never neither; an ack after the deadline succeeds only while nobody
+//! received the message again (the late-ack rule) and is refused as
+//! `Expired` under `LateAck::Reject`.
+#![cfg(loom)]
+
+use loom::thread;
+use loom_tests::{Fixture, LateAck, LeaseError, VISIBILITY, config, model, try_receive};
+
+fn ack_vs_expiry(late_ack: LateAck) {
+    let fixture = Fixture::new(leaseq::QueueConfig { late_ack, ..config(1, 1) });
+    let id = fixture.send(b"m");
+    let first = fixture.receive_one();
+
+    let acker = {
+        let queue = fixture.queue.clone();
+        thread::spawn(move || queue.ack(&first.receipt))
+    };
+    let expirer = {
+        let fixture = fixture.clone();
+        thread::spawn(move || {
+            fixture.advance(VISIBILITY);
+            try_receive(&fixture.queue)
+        })
+    };
+    let acked = acker.join().unwrap();
+    let redelivered = expirer.join().unwrap();
+
+    match (&acked, &redelivered) {
+        (Ok(()), None) => {}
+        (Err(LeaseError::Stale), Some(d)) => {
+            assert_eq!((d.id, d.delivery_count), (id, 2), "the redelivery is the same message's second attempt");
+        }
+        (Err(LeaseError::Expired), Some(_)) if late_ack == LateAck::Reject => {}
+        other => panic!("ack and expiry must have exactly one winner, got {other:?}"),
+    }
+    let stats = fixture.queue.stats();
+    assert_eq!(stats.acked, u64::from(acked.is_ok()));
+    assert_eq!(stats.received, 1 + u64::from(redelivered.is_some()));
+    let left = fixture.drain();
+    assert_eq!(left.len(), usize::from(redelivered.is_some()), "an acked message never comes back");
+}
+
+#[test]
+fn ack_vs_expiry_late_ack_accepted() {
+    model("ack_vs_expiry/accept", || ack_vs_expiry(LateAck::AcceptIfNotRedelivered));
+}
+
+#[test]
+fn ack_vs_expiry_late_ack_rejected() {
+    model("ack_vs_expiry/reject", || ack_vs_expiry(LateAck::Reject));
+}
