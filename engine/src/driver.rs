@@ -45,22 +45,19 @@ impl Driver {
 }
 
 fn run(engine: Weak<EngineInner>, tick: Duration, stop: &AtomicBool) {
-    let mut queues = Vec::new();
     while !stop.load(Ordering::Acquire) {
         {
             let Some(engine) = engine.upgrade() else {
                 return;
             };
-            engine.snapshot(&mut queues);
             let now = engine.shared.clock.now().0;
-            for queue in &queues {
+            for queue in engine.live_queues().iter() {
                 queue.run_all_timers(now);
                 queue.waiters.wake_timed_out(now);
             }
+            // Our references end here, before sleeping, so a deleted queue or
+            // a dropped engine is freed promptly.
         }
-        // Drop our references before sleeping, so a deleted queue or a dropped
-        // engine is freed promptly.
-        queues.clear();
         std::thread::park_timeout(tick);
     }
 }
