@@ -1,0 +1,348 @@
+//! `leaseq-bench run`: every scenario, engine and baseline, one table, one
+//! JSON file, and a verdict on each target of the issue.
+
+use std::time::Instant;
+
+use leaseq_bench::{BaselineQueue, EngineSubject};
+use serde_json::json;
+
+use crate::results::{Better, Results, header};
+use crate::scenario::{Profile, expiry, extension, latency, memory, scaling, throughput};
+
+const SCENARIOS: [&str; 6] = ["scaling", "throughput", "latency", "expiry", "extension", "memory"];
+
+pub(crate) fn main(args: &[String]) -> Result<(), String> {
+    let profile = if args.iter().any(|a| a == "--smoke") { Profile::smoke() } else { Profile::full() };
+    let json_path = crate::flag_value(args, "--json")?.unwrap_or("target/leaseq-bench.json").to_string();
+    let only: Vec<String> = match crate::flag_value(args, "--only")? {
+        Some(list) => list.split(',').map(str::to_string).collect(),
+        None => SCENARIOS.iter().map(|s| s.to_string()).collect(),
+    };
+    if let Some(bad) = only.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {
+        return Err(format!("unknown scenario '{bad}'"));
+    }
+    for a in args {
+        let known = ["--smoke", "--full", "--json", "--only", &json_path];
+        if a.starts_with("--") && !known.contains(&a.as_str()) {
+            return Err(format!("unknown option '{a}'"));
+        }
+    }
+    let machine = crate::machine::describe();
+    println!("leaseq-bench {} run on {} cores, {}", profile.name, machine["cores"], machine["cpu_model"]);
+    println!("{}", header());
+    let started = Instant::now();
+    let mut results = Results::default();
+    let wants = |s: &str| only.iter().any(|o| o == s);
+    if wants("scaling") {
+        run_scaling(&profile, &mut results);
+    }
+    if wants("throughput") {
+        run_throughput(&profile, &mut results);
+    }
+    if wants("latency") {
+        run_latency(&profile, &mut results);
+    }
+    if wants("expiry") {
+        run_expiry(&profile, &mut results);
+    }
+    if wants("extension") {
+        run_extension(&profile, &mut results);
+    }
+    if wants("memory") {
+        run_memory(&profile, &mut results);
+    }
+    let wall = started.elapsed().as_secs_f64();
+    println!("\ntargets ({} run):", profile.name);
+    for t in &results.targets {
+        let verdict = if t["met"].as_bool() == Some(true) { "met   " } else { "MISSED" };
+        println!(
+            "  {verdict} {:<58} required {:<28} measured {}",
+            t["target"].as_str().unwrap_or(""),
+            t["required"].as_str().unwrap_or(""),
+            t["measured"].as_str().unwrap_or("")
+        );
+    }
+    let document = results.to_json(machine, profile.name, wall);
+    if let Some(dir) = std::path::Path::new(&json_path).parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(&document).expect("figures serialise");
+    std::fs::write(&json_path, text).map_err(|e| format!("cannot write {json_path}: {e}"))?;
+    println!("\n{wall:.1} s; every figure in {json_path}");
+    Ok(())
+}
+
+fn run_scaling(profile: &Profile, results: &mut Results) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut points = Vec::new();
+    for &threads in &profile.threads {
+        let engine = scaling::full_cycles::<EngineSubject>(threads, profile.duration);
+        let baseline = scaling::full_cycles::<BaselineQueue>(threads, profile.duration);
+        let note = if threads > cores { " (oversubscribed)" } else { "" };
+        results.row(
+            "scaling",
+            format!("full cycles, {threads} thread(s){note}"),
+            "cycles/s",
+            engine,
+            Some(baseline),
+            Better::Higher,
+        );
+        points.push(json!({"threads": threads, "oversubscribed": threads > cores,
+                           "engine": engine, "baseline": baseline}));
+        if threads == 1 {
+            results.target(
+                "full cycles, 1 thread: engine/baseline",
+                ">= 1.0x",
+                format!("{:.2}x ({:.2} M/s vs {:.2} M/s)", engine / baseline, engine / 1e6, baseline / 1e6),
+                engine >= baseline,
+            );
+        }
+        if threads == 2 {
+            results.target(
+                "full cycles, 2 threads: engine/baseline",
+                ">= 3x",
+                format!("{:.2}x", engine / baseline),
+                engine >= 3.0 * baseline,
+            );
+            results.target(
+                "full cycles, 2 threads: cycles/s",
+                ">= 15 M/s",
+                format!("{:.2} M/s", engine / 1e6),
+                engine >= 15e6,
+            );
+        }
+    }
+    results.detail("scaling", json!({"payload_bytes": 16, "cores": cores, "points": points}));
+}
+
+fn run_throughput(profile: &Profile, results: &mut Results) {
+    let loads = [(1, 1, 1, 16), (1, 1, 10, 16), (2, 2, 10, 256), (1, 1, 10, 4096)];
+    let mut detail = Vec::new();
+    for (producers, consumers, batch, payload) in loads {
+        let load = throughput::Load { producers, consumers, batch, payload, duration: profile.duration };
+        let engine = throughput::run::<EngineSubject>(load);
+        let baseline = throughput::run::<BaselineQueue>(load);
+        let label = format!("{producers}P/{consumers}C batch {batch}, {payload} B");
+        results.row(
+            "throughput",
+            format!("{label}: acked"),
+            "msg/s",
+            engine.acked_per_s,
+            Some(baseline.acked_per_s),
+            Better::Higher,
+        );
+        results.row(
+            "throughput",
+            format!("{label}: sent"),
+            "msg/s",
+            engine.sent_per_s,
+            Some(baseline.sent_per_s),
+            Better::Higher,
+        );
+        detail.push(json!({"producers": producers, "consumers": consumers, "batch": batch, "payload_bytes": payload,
+                           "engine": engine.to_json(), "baseline": baseline.to_json()}));
+    }
+    results.detail("throughput", json!(detail));
+}
+
+fn run_latency(profile: &Profile, results: &mut Results) {
+    let saturation_load =
+        throughput::Load { producers: 1, consumers: 1, batch: 1, payload: 16, duration: profile.duration };
+    let engine_saturation = throughput::run::<EngineSubject>(saturation_load).acked_per_s;
+    let baseline_saturation = throughput::run::<BaselineQueue>(saturation_load).acked_per_s;
+    // Both queues get the same offered rate: half the engine's saturation.
+    let rate = (engine_saturation / 2.0).max(1_000.0);
+    let engine = latency::run::<EngineSubject>(rate, profile.latency_messages);
+    let baseline = latency::run::<BaselineQueue>(rate, profile.latency_messages);
+    results.row(
+        "latency",
+        "saturation (1P/1C, batch 1)",
+        "msg/s",
+        engine_saturation,
+        Some(baseline_saturation),
+        Better::Higher,
+    );
+    results.row("latency", "offered rate (half engine saturation)", "msg/s", rate, Some(rate), Better::Higher);
+    for (name, e, b) in [
+        ("send", &engine.send, &baseline.send),
+        ("receive", &engine.receive, &baseline.receive),
+        ("ack", &engine.ack, &baseline.ack),
+        ("end_to_end", &engine.end_to_end, &baseline.end_to_end),
+    ] {
+        for (q, label) in [(0.5, "p50"), (0.99, "p99"), (0.999, "p99.9"), (0.9999, "p99.99")] {
+            let (ev, bv) = (e.value_at_quantile(q) as f64, b.value_at_quantile(q) as f64);
+            results.row("latency", format!("{name} {label}"), "ns", ev, Some(bv), Better::Lower);
+        }
+        results.row("latency", format!("{name} max"), "ns", e.max() as f64, Some(b.max() as f64), Better::Lower);
+    }
+    for (name, h) in [("receive", &engine.receive), ("ack", &engine.ack)] {
+        let (p99, p999) = (h.value_at_quantile(0.99), h.value_at_quantile(0.999));
+        results.target(
+            &format!("{name} p99 at half saturation"),
+            "< 5 us",
+            format!("{:.2} us", p99 as f64 / 1e3),
+            p99 < 5_000,
+        );
+        results.target(
+            &format!("{name} p99.9 at half saturation"),
+            "< 20 us",
+            format!("{:.2} us", p999 as f64 / 1e3),
+            p999 < 20_000,
+        );
+    }
+    results.detail(
+        "latency",
+        json!({"engine_saturation_per_s": engine_saturation, "baseline_saturation_per_s": baseline_saturation,
+               "offered_per_s": rate, "messages": profile.latency_messages,
+               "definitions": {"send": "send returned - intended send time", "receive": "receive returned the message - intended send time",
+                               "ack": "duration of the ack call", "end_to_end": "ack returned - intended send time"},
+               "engine": engine.to_json(), "baseline": baseline.to_json()}),
+    );
+}
+
+fn run_expiry(profile: &Profile, results: &mut Results) {
+    let mut points = Vec::new();
+    let mut same_engine = Vec::new();
+    let mut at_million = None;
+    for &n in &profile.expiry_counts {
+        // Both queues in memory at once is never needed (one at a time), but
+        // leave room for the largest with margin.
+        if n >= 10_000_000 && crate::machine::available_memory() < 8 << 30 {
+            println!("expiry       skipping {n} in flight: less than 8 GiB available");
+            continue;
+        }
+        for spread in [false, true] {
+            let e = expiry::firing::<EngineSubject>(n, spread);
+            let b = expiry::firing::<BaselineQueue>(n, spread);
+            let kind = if spread { "spread" } else { "same" };
+            results.row(
+                "expiry",
+                format!("{n} in flight, {kind} deadline: cost"),
+                "ns/expiry",
+                e.ns_per_expiry,
+                Some(b.ns_per_expiry),
+                Better::Lower,
+            );
+            if !spread {
+                same_engine.push((n, e.ns_per_expiry));
+                if n == 1_000_000 {
+                    at_million = Some((e, b));
+                }
+            }
+            points.push(json!({"in_flight": n, "deadlines": kind, "engine": e.to_json(), "baseline": b.to_json()}));
+        }
+    }
+    let within: Vec<f64> = same_engine.iter().filter(|(n, _)| *n <= 1_000_000).map(|(_, ns)| *ns).collect();
+    if within.len() >= 2 {
+        let (lo, hi) = within.iter().fold((f64::MAX, 0f64), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
+        results.target(
+            "expiry cost flat from 1e3 to 1e6 in flight (max/min)",
+            "<= 1.5x",
+            format!("{:.2}x ({lo:.1}..{hi:.1} ns)", hi / lo),
+            hi / lo <= 1.5,
+        );
+    }
+    if let Some((e, b)) = at_million {
+        results.row(
+            "expiry",
+            "1e6 in flight, same deadline",
+            "expiries/s",
+            e.expirations_per_s,
+            Some(b.expirations_per_s),
+            Better::Higher,
+        );
+        results.target(
+            "expirations/s at 1e6",
+            ">= 10 M/s",
+            format!("{:.2} M/s", e.expirations_per_s / 1e6),
+            e.expirations_per_s >= 10e6,
+        );
+        results.target(
+            "expiry vs heap baseline at 1e6",
+            ">= 5x",
+            format!("{:.2}x", e.expirations_per_s / b.expirations_per_s),
+            e.expirations_per_s >= 5.0 * b.expirations_per_s,
+        );
+    }
+    let delay_engine = expiry::delay::<EngineSubject>(profile.delay_messages);
+    let delay_baseline = expiry::delay::<BaselineQueue>(profile.delay_messages);
+    for key in ["p50_ns", "p99_ns", "max_ns"] {
+        let (e, b) = (delay_engine[key].as_f64().unwrap_or(0.0), delay_baseline[key].as_f64().unwrap_or(0.0));
+        results.row(
+            "expiry",
+            format!("deadline to received again, {}", key.trim_end_matches("_ns")),
+            "ns",
+            e,
+            Some(b),
+            Better::Lower,
+        );
+    }
+    results.detail(
+        "expiry",
+        json!({"points": points, "delay": {"engine": delay_engine, "baseline": delay_baseline},
+               "method": "ManualClock, one shard; the clock jumps to the deadline(s) and receive(1), which applies due timers, is timed"}),
+    );
+}
+
+fn run_extension(profile: &Profile, results: &mut Results) {
+    let (kept, expiring, steps) = profile.extension;
+    let e = extension::run::<EngineSubject>(kept, expiring, steps);
+    let b = extension::run::<BaselineQueue>(kept, expiring, steps);
+    results.row(
+        "extension",
+        format!("extend ({kept} leases renewed every ms)"),
+        "ns/extend",
+        e.ns_per_extend,
+        Some(b.ns_per_extend),
+        Better::Lower,
+    );
+    results.row(
+        "extension",
+        "expiry with renewals going on",
+        "ns/expiry",
+        e.ns_per_expiry,
+        Some(b.ns_per_expiry),
+        Better::Lower,
+    );
+    results.row(
+        "extension",
+        "expiry alone",
+        "ns/expiry",
+        e.ns_per_expiry_alone,
+        Some(b.ns_per_expiry_alone),
+        Better::Lower,
+    );
+    results.detail(
+        "extension",
+        json!({"kept": kept, "expiring": expiring, "steps_ms": steps, "engine": e.to_json(), "baseline": b.to_json()}),
+    );
+}
+
+fn run_memory(profile: &Profile, results: &mut Results) {
+    let n = profile.memory_messages;
+    let e = memory::run::<EngineSubject>(n);
+    let b = memory::run::<BaselineQueue>(n);
+    results.row(
+        "memory",
+        format!("per queued message ({n})"),
+        "bytes",
+        e.per_queued,
+        Some(b.per_queued),
+        Better::Lower,
+    );
+    results.row(
+        "memory",
+        format!("per in-flight message ({n})"),
+        "bytes",
+        e.per_in_flight,
+        Some(b.per_in_flight),
+        Better::Lower,
+    );
+    results.target(
+        "per in-flight message overhead",
+        "<= 96 bytes",
+        format!("{:.1} bytes", e.per_in_flight),
+        e.per_in_flight <= 96.0,
+    );
+    results.detail("memory", json!({"messages": n, "engine": e.to_json(), "baseline": b.to_json()}));
+}

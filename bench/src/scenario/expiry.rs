@@ -1,0 +1,134 @@
+//! Expiry: N leases in flight run out, at one deadline or spread over 100
+//! deadlines a millisecond apart; the cost per expiry must not grow with N.
+//!
+//! The firing part runs on a `ManualClock` (deterministic: the clock jumps to
+//! the deadline and one `receive(1)`, which applies due timers, is timed), on
+//! one shard so that one receive applies all of them. The delay part runs on
+//! the system clock: a consumer polls while leases run out and records how
+//! long after its deadline each message was received again.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use leaseq::ManualClock;
+use leaseq_bench::{Setup, Subject};
+use serde_json::{Value, json};
+
+use super::payload;
+
+/// Leases long enough that nothing re-leased during a measurement expires.
+const LEASE: Duration = Duration::from_secs(1);
+const STEPS: usize = 100;
+const STEP: Duration = Duration::from_millis(1);
+
+/// One firing measurement.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Firing {
+    pub(crate) in_flight: usize,
+    pub(crate) ns_per_expiry: f64,
+    pub(crate) expirations_per_s: f64,
+}
+
+impl Firing {
+    pub(crate) fn to_json(self) -> Value {
+        json!({"in_flight": self.in_flight, "ns_per_expiry": self.ns_per_expiry,
+               "expirations_per_s": self.expirations_per_s})
+    }
+}
+
+fn fill<S: Subject>(n: usize, spread: bool) -> (ManualClock, S) {
+    let clock = ManualClock::new();
+    let setup = Setup { shards: 1, capacity: n + 1024, visibility: LEASE, clock: Some(clock.clone()) };
+    let queue = S::build(&setup);
+    let body = payload(16);
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(1024);
+        assert_eq!(queue.send_batch(vec![body.clone(); k]), k, "the expiry queue has room for N");
+        left -= k;
+    }
+    let chunk = if spread { n.div_ceil(STEPS) } else { n };
+    let mut received = 0;
+    let mut in_chunk = 0;
+    while received < n {
+        let k = (n - received).min(1024).min(chunk - in_chunk);
+        let got = queue.receive(k).len();
+        assert!(got > 0, "all N messages are ready");
+        received += got;
+        in_chunk += got;
+        if in_chunk == chunk {
+            in_chunk = 0;
+            if spread {
+                clock.advance(STEP);
+            }
+        }
+    }
+    (clock, queue)
+}
+
+/// Times the expiry of `n` in-flight leases.
+pub(crate) fn firing<S: Subject>(n: usize, spread: bool) -> Firing {
+    let (clock, queue) = fill::<S>(n, spread);
+    let elapsed = if spread {
+        // The first chunk was leased at t0, so its deadline is t0 + LEASE;
+        // the clock already moved STEPS ms during the fill.
+        clock.advance(LEASE - STEP * STEPS as u32);
+        let mut total = Duration::ZERO;
+        for _ in 0..STEPS {
+            let started = Instant::now();
+            let got = queue.receive(1);
+            total += started.elapsed();
+            drop(got);
+            clock.advance(STEP);
+        }
+        total
+    } else {
+        clock.advance(LEASE);
+        let started = Instant::now();
+        let got = queue.receive(1);
+        let elapsed = started.elapsed();
+        drop(got);
+        elapsed
+    };
+    let seconds = elapsed.as_secs_f64();
+    drop(queue);
+    Firing { in_flight: n, ns_per_expiry: seconds * 1e9 / n as f64, expirations_per_s: n as f64 / seconds }
+}
+
+/// Real clock: `n` leases of 20..40 ms run out while one consumer polls; the
+/// delay from each deadline to the message's next receive, in nanoseconds
+/// (p50, p99, max).
+pub(crate) fn delay<S: Subject>(n: usize) -> Value {
+    let setup = Setup { shards: 1, capacity: n + 1024, ..Setup::default() };
+    let queue = S::build(&setup);
+    let body = payload(16);
+    for _ in 0..n {
+        queue.send(body.clone());
+    }
+    let mut deadlines: HashMap<u64, u64> = HashMap::with_capacity(n);
+    let per_ms = n.div_ceil(20);
+    let mut leased = 0;
+    while leased < n {
+        // Deadlines 20..40 ms from now, in 20 groups.
+        let ms = (leased / per_ms) as u64;
+        for d in queue.receive_for(per_ms.min(1024).min(n - leased), Duration::from_millis(20 + ms)) {
+            deadlines.insert(S::id(&d), S::deadline(&d));
+            leased += 1;
+        }
+    }
+    let mut delays = hdrhistogram::Histogram::<u64>::new(3).expect("valid histogram");
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while !deadlines.is_empty() && Instant::now() < give_up {
+        for d in queue.receive_for(64, Duration::from_secs(60)) {
+            let now = queue.now();
+            if let Some(deadline) = deadlines.remove(&S::id(&d)) {
+                delays.record(now.saturating_sub(deadline).max(1)).ok();
+            }
+        }
+    }
+    json!({
+        "messages": n, "missing": deadlines.len(),
+        "p50_ns": delays.value_at_quantile(0.5), "p99_ns": delays.value_at_quantile(0.99),
+        "max_ns": delays.max(),
+    })
+}
