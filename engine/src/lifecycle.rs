@@ -426,8 +426,13 @@ impl QueueCore {
                 }
             }
         }
-        // SAFETY: we hold the claim.
-        unsafe { slot.body_mut(|body| body.history.get_or_insert_default().remember(attempt)) };
+        if self.dead_letter.is_some() {
+            // The attempt history is read only when the message moves to the
+            // dead-letter queue; without one, remembering it would cost an
+            // allocation per expiry or release for nothing.
+            // SAFETY: we hold the claim.
+            unsafe { slot.body_mut(|body| body.history.get_or_insert_default().remember(attempt)) };
+        }
         shard.stats.add(counter, 1);
         shard.stats.add(Counter::InFlightOut, 1);
         let before = claim.before();
@@ -734,5 +739,60 @@ impl QueueCore {
             }
         }
         oldest
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use crate::{AttemptOutcome, Engine, ManualClock, QueueConfig};
+
+    /// Skipping the attempt history on queues without a dead-letter queue
+    /// must not lose it where it is read: the dead-letter record still lists
+    /// every failed attempt.
+    #[test]
+    fn dead_letter_record_keeps_every_failed_attempt() {
+        let clock = ManualClock::new();
+        let engine = Engine::builder().clock(clock.clone()).build();
+        engine.create_queue("dlq", QueueConfig::default()).unwrap();
+        let config = QueueConfig {
+            visibility_timeout: Duration::from_secs(1),
+            max_receives: Some(3),
+            dead_letter_queue: Some("dlq".into()),
+            shards: Some(1),
+            ..QueueConfig::default()
+        };
+        let q = engine.create_queue("jobs", config).unwrap();
+        q.send(&b"poison"[..]).unwrap();
+        let first = q.receive(1).unwrap().remove(0);
+        q.release(&first.receipt, Duration::ZERO).unwrap();
+        for _ in 0..2 {
+            assert_eq!(q.receive(1).unwrap().len(), 1);
+            clock.advance(Duration::from_secs(2));
+        }
+        assert!(q.receive(1).unwrap().is_empty(), "the third failure moved it away");
+        let dead = engine.queue("dlq").unwrap().receive(1).unwrap().remove(0);
+        let record = dead.dead_letter.expect("a dead-letter record");
+        let outcomes: Vec<_> = record.attempts.iter().map(|a| a.outcome.clone()).collect();
+        assert_eq!(outcomes, vec![AttemptOutcome::Released, AttemptOutcome::Expired, AttemptOutcome::Expired]);
+    }
+
+    /// Without a dead-letter queue an expired message comes back with its
+    /// delivery count and no record.
+    #[test]
+    fn expiry_without_dead_letter_queue_redelivers() {
+        let clock = ManualClock::new();
+        let engine = Engine::builder().clock(clock.clone()).build();
+        let config =
+            QueueConfig { visibility_timeout: Duration::from_secs(1), shards: Some(1), ..QueueConfig::default() };
+        let q = engine.create_queue("jobs", config).unwrap();
+        q.send(&b"x"[..]).unwrap();
+        q.receive(1).unwrap();
+        clock.advance(Duration::from_secs(2));
+        let again = q.receive(1).unwrap().remove(0);
+        assert_eq!(again.delivery_count, 2);
+        assert!(again.dead_letter.is_none());
+        assert_eq!(q.stats().expired, 1);
     }
 }
