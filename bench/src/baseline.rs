@@ -173,6 +173,7 @@ pub struct BaselineQueue {
     inner: Mutex<Inner>,
     clock: Box<dyn Clock>,
     key: (u64, u64),
+    id: u64,
     capacity: usize,
     visibility: u64,
     max_lease: u64,
@@ -212,6 +213,7 @@ impl BaselineQueue {
             }),
             clock: Box::new(clock),
             key: (k0, k1),
+            id: std::hash::BuildHasher::hash_one(&seed, 3u64),
             capacity,
             visibility: nanos(visibility),
             max_lease: nanos(Duration::from_secs(12 * 3600)),
@@ -227,8 +229,14 @@ impl BaselineQueue {
         self.clock.now().0
     }
 
+    /// The engine's tag computation (four mixing rounds), so both queues pay
+    /// the same for receipt integrity.
     fn tag(&self, slot: u32, generation: u64) -> u64 {
-        mix(mix(u64::from(slot) ^ self.key.0) ^ generation.rotate_left(17) ^ self.key.1)
+        let (k0, k1) = self.key;
+        let a = mix(self.id ^ k0);
+        let b = mix(a ^ u64::from(slot) ^ k1);
+        let c = mix(b ^ generation.rotate_left(17));
+        mix(c ^ k0.rotate_left(29))
     }
 
     /// Sends one message, receivable after `delay`; hands the payload back
@@ -287,10 +295,24 @@ impl BaselineQueue {
         self.receive_with_visibility(max, self.visibility)
     }
 
+    /// The default lease, nanoseconds.
+    pub fn default_visibility(&self) -> u64 {
+        self.visibility
+    }
+
     /// Receives up to `max` ready messages with a lease of `visibility` ns,
     /// applying due timers first.
     pub fn receive_with_visibility(&self, max: usize, visibility: u64) -> Vec<BaselineDelivery> {
         let mut out = Vec::new();
+        self.receive_into(max, visibility, &mut out);
+        out
+    }
+
+    /// Appends up to `max` ready messages to `out` (a reused buffer), with a
+    /// lease of `visibility` ns; returns how many.
+    pub fn receive_into(&self, max: usize, visibility: u64, out: &mut Vec<BaselineDelivery>) -> usize {
+        let start = out.len();
+        let max = start + max;
         let now = self.now();
         let mut inner = self.lock();
         Self::run_timers(&mut inner, now);
@@ -331,7 +353,7 @@ impl BaselineQueue {
                 received_at: now,
             });
         }
-        out
+        out.len() - start
     }
 
     /// Applies every expiry and delay due at `now`.

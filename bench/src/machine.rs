@@ -47,3 +47,10 @@ pub(crate) fn available_memory() -> u64 {
         .and_then(|v| v.parse::<u64>().ok())
         .map_or(0, |kib| kib * 1024)
 }
+
+/// The 1, 5 and 15 minute load averages (other work on the machine).
+pub(crate) fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}

@@ -7,7 +7,7 @@ use leaseq_bench::{BaselineQueue, EngineSubject};
 use serde_json::json;
 
 use crate::results::{Better, Results, header};
-use crate::scenario::{Profile, expiry, extension, latency, memory, scaling, throughput};
+use crate::scenario::{self, Profile, expiry, extension, latency, memory, scaling, throughput};
 
 const SCENARIOS: [&str; 6] = ["scaling", "throughput", "latency", "expiry", "extension", "memory"];
 
@@ -27,7 +27,8 @@ pub(crate) fn main(args: &[String]) -> Result<(), String> {
             return Err(format!("unknown option '{a}'"));
         }
     }
-    let machine = crate::machine::describe();
+    let mut machine = crate::machine::describe();
+    machine["load_average_before"] = json!(crate::machine::load_average());
     println!("leaseq-bench {} run on {} cores, {}", profile.name, machine["cores"], machine["cpu_model"]);
     println!("{}", header());
     let started = Instant::now();
@@ -62,6 +63,7 @@ pub(crate) fn main(args: &[String]) -> Result<(), String> {
             t["measured"].as_str().unwrap_or("")
         );
     }
+    machine["load_average_after"] = json!(crate::machine::load_average());
     let document = results.to_json(machine, profile.name, wall);
     if let Some(dir) = std::path::Path::new(&json_path).parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -76,8 +78,12 @@ fn run_scaling(profile: &Profile, results: &mut Results) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut points = Vec::new();
     for &threads in &profile.threads {
-        let engine = scaling::full_cycles::<EngineSubject>(threads, profile.duration);
-        let baseline = scaling::full_cycles::<BaselineQueue>(threads, profile.duration);
+        let trials = scenario::alternate(
+            profile.trials,
+            || scaling::full_cycles::<EngineSubject>(threads, profile.duration),
+            || scaling::full_cycles::<BaselineQueue>(threads, profile.duration),
+        );
+        let (engine, baseline) = (trials.engine, trials.baseline);
         let note = if threads > cores { " (oversubscribed)" } else { "" };
         results.row(
             "scaling",
@@ -88,7 +94,8 @@ fn run_scaling(profile: &Profile, results: &mut Results) {
             Better::Higher,
         );
         points.push(json!({"threads": threads, "oversubscribed": threads > cores,
-                           "engine": engine, "baseline": baseline}));
+                           "engine": engine, "baseline": baseline,
+                           "engine_trials": trials.engine_samples, "baseline_trials": trials.baseline_samples}));
         if threads == 1 {
             results.target(
                 "full cycles, 1 thread: engine/baseline",
@@ -120,8 +127,12 @@ fn run_throughput(profile: &Profile, results: &mut Results) {
     let mut detail = Vec::new();
     for (producers, consumers, batch, payload) in loads {
         let load = throughput::Load { producers, consumers, batch, payload, duration: profile.duration };
-        let engine = throughput::run::<EngineSubject>(load);
-        let baseline = throughput::run::<BaselineQueue>(load);
+        let (mut engine_runs, mut baseline_runs) = (Vec::new(), Vec::new());
+        for _ in 0..profile.trials {
+            engine_runs.push(throughput::run::<EngineSubject>(load));
+            baseline_runs.push(throughput::run::<BaselineQueue>(load));
+        }
+        let (engine, baseline) = (throughput::Rates::median(&engine_runs), throughput::Rates::median(&baseline_runs));
         let label = format!("{producers}P/{consumers}C batch {batch}, {payload} B");
         results.row(
             "throughput",
@@ -148,8 +159,12 @@ fn run_throughput(profile: &Profile, results: &mut Results) {
 fn run_latency(profile: &Profile, results: &mut Results) {
     let saturation_load =
         throughput::Load { producers: 1, consumers: 1, batch: 1, payload: 16, duration: profile.duration };
-    let engine_saturation = throughput::run::<EngineSubject>(saturation_load).acked_per_s;
-    let baseline_saturation = throughput::run::<BaselineQueue>(saturation_load).acked_per_s;
+    let saturation = scenario::alternate(
+        profile.trials,
+        || throughput::run::<EngineSubject>(saturation_load).acked_per_s,
+        || throughput::run::<BaselineQueue>(saturation_load).acked_per_s,
+    );
+    let (engine_saturation, baseline_saturation) = (saturation.engine, saturation.baseline);
     // Both queues get the same offered rate: half the engine's saturation.
     let rate = (engine_saturation / 2.0).max(1_000.0);
     let engine = latency::run::<EngineSubject>(rate, profile.latency_messages);
@@ -212,8 +227,15 @@ fn run_expiry(profile: &Profile, results: &mut Results) {
             continue;
         }
         for spread in [false, true] {
-            let e = expiry::firing::<EngineSubject>(n, spread);
-            let b = expiry::firing::<BaselineQueue>(n, spread);
+            // Small counts are over in microseconds: repeat them (alternating)
+            // and keep the median.
+            let reps = (1_000_000 / n).clamp(1, 7);
+            let (mut es, mut bs) = (Vec::new(), Vec::new());
+            for _ in 0..reps {
+                es.push(expiry::firing::<EngineSubject>(n, spread));
+                bs.push(expiry::firing::<BaselineQueue>(n, spread));
+            }
+            let (e, b) = (expiry::Firing::median(&es), expiry::Firing::median(&bs));
             let kind = if spread { "spread" } else { "same" };
             results.row(
                 "expiry",

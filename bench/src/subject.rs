@@ -49,6 +49,9 @@ pub trait Subject: Send + Sync + 'static {
     fn send_batch(&self, payloads: Vec<Bytes>) -> usize;
     /// Receives up to `max` with the default lease.
     fn receive(&self, max: usize) -> Vec<Self::Delivery>;
+    /// Appends up to `max` to a reused buffer, with the default lease;
+    /// returns how many.
+    fn receive_into(&self, max: usize, out: &mut Vec<Self::Delivery>) -> usize;
     /// Receives up to `max` with a lease of `visibility`.
     fn receive_for(&self, max: usize, visibility: Duration) -> Vec<Self::Delivery>;
     /// The receipt of a delivery.
@@ -113,6 +116,11 @@ impl Subject for EngineSubject {
     #[inline]
     fn receive(&self, max: usize) -> Vec<Delivery> {
         self.queue.receive(max).unwrap_or_default()
+    }
+
+    #[inline]
+    fn receive_into(&self, max: usize, out: &mut Vec<Delivery>) -> usize {
+        self.queue.receive_into(max, ReceiveOptions::default(), out).unwrap_or(0)
     }
 
     fn receive_for(&self, max: usize, visibility: Duration) -> Vec<Delivery> {
@@ -182,6 +190,11 @@ impl Subject for BaselineQueue {
     #[inline]
     fn receive(&self, max: usize) -> Vec<BaselineDelivery> {
         BaselineQueue::receive(self, max)
+    }
+
+    #[inline]
+    fn receive_into(&self, max: usize, out: &mut Vec<BaselineDelivery>) -> usize {
+        BaselineQueue::receive_into(self, max, self.default_visibility(), out)
     }
 
     fn receive_for(&self, max: usize, visibility: Duration) -> Vec<BaselineDelivery> {

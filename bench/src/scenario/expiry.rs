@@ -30,6 +30,13 @@ pub(crate) struct Firing {
 }
 
 impl Firing {
+    /// The run with the median cost.
+    pub(crate) fn median(runs: &[Firing]) -> Firing {
+        let mut sorted = runs.to_vec();
+        sorted.sort_by(|a, b| a.ns_per_expiry.total_cmp(&b.ns_per_expiry));
+        sorted[sorted.len() / 2]
+    }
+
     pub(crate) fn to_json(self) -> Value {
         json!({"in_flight": self.in_flight, "ns_per_expiry": self.ns_per_expiry,
                "expirations_per_s": self.expirations_per_s})

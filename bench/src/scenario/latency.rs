@@ -83,8 +83,10 @@ pub(crate) fn run<S: Subject>(rate: f64, messages: usize) -> Latencies {
             let (mut receive, mut ack, mut end_to_end) = (histogram(), histogram(), histogram());
             barrier.wait();
             let mut seen = 0;
+            let mut deliveries = Vec::with_capacity(1);
             while seen < messages {
-                let deliveries = queue.receive(1);
+                deliveries.clear();
+                queue.receive_into(1, &mut deliveries);
                 let Some(d) = deliveries.first() else {
                     if done.load(Ordering::Acquire) && seen >= messages {
                         break;

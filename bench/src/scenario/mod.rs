@@ -20,8 +20,12 @@ pub(crate) mod throughput;
 #[derive(Debug, Clone)]
 pub(crate) struct Profile {
     pub(crate) name: &'static str,
-    /// Measured interval of the duration-based scenarios.
+    /// Measured interval of one trial of the duration-based scenarios.
     pub(crate) duration: Duration,
+    /// Trials per figure, engine and baseline alternating; the figure is the
+    /// median, so a burst of load from elsewhere hits one trial of one side,
+    /// not a whole side.
+    pub(crate) trials: usize,
     /// Thread counts of the scaling scenario.
     pub(crate) threads: Vec<usize>,
     /// In-flight counts of the expiry scenario.
@@ -41,7 +45,8 @@ impl Profile {
     pub(crate) fn smoke() -> Self {
         Profile {
             name: "smoke",
-            duration: Duration::from_millis(40),
+            duration: Duration::from_millis(20),
+            trials: 2,
             threads: vec![1, 2],
             expiry_counts: vec![1_000, 10_000],
             latency_messages: 5_000,
@@ -55,7 +60,8 @@ impl Profile {
     pub(crate) fn full() -> Self {
         Profile {
             name: "full",
-            duration: Duration::from_secs(2),
+            duration: Duration::from_millis(500),
+            trials: 5,
             threads: vec![1, 2, 4],
             expiry_counts: vec![1_000, 10_000, 100_000, 1_000_000, 10_000_000],
             latency_messages: 1_000_000,
@@ -79,4 +85,39 @@ pub(crate) fn payload(size: usize) -> Bytes {
 pub(crate) fn tick() -> u64 {
     static ORIGIN: OnceLock<Instant> = OnceLock::new();
     ORIGIN.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// Runs `engine` and `baseline` alternately `trials` times and returns the
+/// median of each with every sample.
+pub(crate) fn alternate(
+    trials: usize,
+    mut engine: impl FnMut() -> f64,
+    mut baseline: impl FnMut() -> f64,
+) -> Trials {
+    let (mut e, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..trials.max(1) {
+        e.push(engine());
+        b.push(baseline());
+    }
+    Trials { engine: median(&e), baseline: median(&b), engine_samples: e, baseline_samples: b }
+}
+
+/// The figures of alternating trials.
+#[derive(Debug, Clone)]
+pub(crate) struct Trials {
+    pub(crate) engine: f64,
+    pub(crate) baseline: f64,
+    pub(crate) engine_samples: Vec<f64>,
+    pub(crate) baseline_samples: Vec<f64>,
+}
+
+/// The median (the mean of the middle two for an even count).
+pub(crate) fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }

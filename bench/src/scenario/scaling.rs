@@ -23,12 +23,15 @@ pub(crate) fn full_cycles<S: Subject>(threads: usize, duration: Duration) -> f64
             std::thread::spawn(move || {
                 let body = payload(16);
                 let mut cycles = 0u64;
+                let mut deliveries = Vec::with_capacity(1);
                 barrier.wait();
                 while !stop.load(Ordering::Relaxed) {
                     // Check the stop flag once per 64 cycles only.
                     for _ in 0..64 {
                         queue.send(body.clone());
-                        if let Some(d) = queue.receive(1).first() {
+                        deliveries.clear();
+                        queue.receive_into(1, &mut deliveries);
+                        if let Some(d) = deliveries.first() {
                             cycles += u64::from(queue.ack(S::receipt(d)));
                         }
                     }

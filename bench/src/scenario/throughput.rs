@@ -31,6 +31,17 @@ pub(crate) struct Rates {
 }
 
 impl Rates {
+    /// Field-wise median of several runs.
+    pub(crate) fn median(runs: &[Rates]) -> Rates {
+        let m = |f: fn(&Rates) -> f64| super::median(&runs.iter().map(f).collect::<Vec<_>>());
+        Rates {
+            acked_per_s: m(|r| r.acked_per_s),
+            sent_per_s: m(|r| r.sent_per_s),
+            received_per_s: m(|r| r.received_per_s),
+            empty_receives_per_s: m(|r| r.empty_receives_per_s),
+        }
+    }
+
     pub(crate) fn to_json(self) -> Value {
         json!({"acked_per_s": self.acked_per_s, "sent_per_s": self.sent_per_s,
                "received_per_s": self.received_per_s, "empty_receives_per_s": self.empty_receives_per_s})
@@ -72,9 +83,11 @@ pub(crate) fn run<S: Subject>(load: Load) -> Rates {
         handles.push(std::thread::spawn(move || {
             let (mut received, mut acked, mut empty) = (0u64, 0u64, 0u64);
             let mut receipts = Vec::with_capacity(load.batch);
+            let mut deliveries = Vec::with_capacity(load.batch);
             barrier.wait();
             while !stop.load(Ordering::Relaxed) {
-                let deliveries = queue.receive(load.batch);
+                deliveries.clear();
+                queue.receive_into(load.batch, &mut deliveries);
                 if deliveries.is_empty() {
                     empty += 1;
                     std::hint::spin_loop();
