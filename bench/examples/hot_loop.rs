@@ -6,14 +6,16 @@
 //! perf record -g target/release/examples/hot_loop expiry 1000000
 //! ```
 //!
-//! `cycle N`: one thread, N times send, receive(1), ack (16-byte payload).
+//! `cycle N`: one thread, N times send, receive(1), ack (16-byte payload);
+//! `baseline-cycle N`: the same on the Mutex baseline.
 //! `expiry N`: N leases in flight expire at one deadline (`ManualClock`); the
 //! fill and the firing are repeated 5 times and the firing timed.
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use leaseq::{Engine, ManualClock, QueueConfig};
+use leaseq::{Engine, ManualClock, QueueConfig, ReceiveOptions, SystemClock};
+use leaseq_bench::BaselineQueue;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -27,11 +29,26 @@ fn main() {
         "cycle" => {
             let engine = Engine::builder().default_shards(1).build();
             let q = engine.create_queue("hot", QueueConfig::default()).expect("valid config");
+            let mut out = Vec::with_capacity(1);
             let started = Instant::now();
             for _ in 0..n {
                 q.send(body.clone()).expect("room");
-                let d = q.receive(1).expect("live queue");
-                q.ack(&d[0].receipt).expect("held lease");
+                out.clear();
+                q.receive_into(1, ReceiveOptions::default(), &mut out).expect("live queue");
+                q.ack(&out[0].receipt).expect("held lease");
+            }
+            println!("{:.1} ns per cycle", started.elapsed().as_nanos() as f64 / n as f64);
+        }
+        "baseline-cycle" => {
+            let q = BaselineQueue::new(SystemClock::new(), 1 << 20, Duration::from_secs(30));
+            let mut out = Vec::with_capacity(1);
+            let visibility = q.default_visibility();
+            let started = Instant::now();
+            for _ in 0..n {
+                q.send(body.clone()).expect("room");
+                out.clear();
+                q.receive_into(1, visibility, &mut out);
+                q.ack(&out[0].receipt).expect("held lease");
             }
             println!("{:.1} ns per cycle", started.elapsed().as_nanos() as f64 / n as f64);
         }

@@ -21,7 +21,7 @@ leaseq-bench: load generator for the leaseq engine, with a same-run Mutex baseli
 
 USAGE:
     leaseq-bench [run] [--smoke | --full] [--json PATH] [--only LIST]
-    leaseq-bench report [--json PATH] [--out docs/benchmarks.md]
+    leaseq-bench report [--json PATH] [--out docs/benchmarks.md] [--notes FILE]
     leaseq-bench --help
 
 RUN (default):
@@ -47,6 +47,7 @@ REPORT:
     (docs/benchmarks/*.svg).
     --json PATH     input (default target/leaseq-bench.json)
     --out PATH      output page (default docs/benchmarks.md)
+    --notes FILE    Markdown appended to the page (the analysis of that run)
 ";
 
 fn main() {

@@ -17,6 +17,10 @@ const BASELINE: &str = "#d62728";
 pub(crate) fn main(args: &[String]) -> Result<(), String> {
     let json_path = crate::flag_value(args, "--json")?.unwrap_or("target/leaseq-bench.json");
     let out = crate::flag_value(args, "--out")?.unwrap_or("docs/benchmarks.md");
+    let notes = match crate::flag_value(args, "--notes")? {
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?),
+        None => None,
+    };
     let text = std::fs::read_to_string(json_path).map_err(|e| format!("cannot read {json_path}: {e}"))?;
     let run: Value = serde_json::from_str(&text).map_err(|e| format!("{json_path} is not JSON: {e}"))?;
     let out = Path::new(out);
@@ -29,7 +33,11 @@ pub(crate) fn main(args: &[String]) -> Result<(), String> {
         std::fs::write(&path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         written.push(name);
     }
-    let page = page(&run, &written);
+    let mut page = page(&run, &written);
+    if let Some(notes) = notes {
+        page.push('\n');
+        page.push_str(&notes);
+    }
     std::fs::write(out, page).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
     println!("wrote {} and {} chart(s) in {}", out.display(), written.len(), charts.display());
     Ok(())
@@ -130,9 +138,14 @@ fn page(run: &Value, charts: &[&str]) -> String {
          to run, ratios much less.\n"
     );
     let _ = writeln!(s, "## Machine and run\n");
+    let load = format!(
+        "load average (1, 5, 15 min) {} before and {} after the run",
+        m["load_average_before"].as_str().unwrap_or("?"),
+        m["load_average_after"].as_str().unwrap_or("?")
+    );
     let _ = writeln!(
         s,
-        "- {} cores, {} ({}), {:.0} GiB; {}\n- {}\n- commit `{}`{}, {} run, {:.0} s, {}\n",
+        "- {} cores, {} ({}), {:.0} GiB; {}\n- {}\n- commit `{}`{}, {} run, {:.0} s, {}\n- {load}\n",
         m["cores"],
         m["cpu_model"].as_str().unwrap_or("?"),
         if m["virtualised"] == true { "virtual machine" } else { "bare metal" },

@@ -89,11 +89,7 @@ pub(crate) fn tick() -> u64 {
 
 /// Runs `engine` and `baseline` alternately `trials` times and returns the
 /// median of each with every sample.
-pub(crate) fn alternate(
-    trials: usize,
-    mut engine: impl FnMut() -> f64,
-    mut baseline: impl FnMut() -> f64,
-) -> Trials {
+pub(crate) fn alternate(trials: usize, mut engine: impl FnMut() -> f64, mut baseline: impl FnMut() -> f64) -> Trials {
     let (mut e, mut b) = (Vec::new(), Vec::new());
     for _ in 0..trials.max(1) {
         e.push(engine());
