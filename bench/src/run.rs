@@ -360,6 +360,14 @@ fn run_memory(profile: &Profile, results: &mut Results) {
         Some(b.per_in_flight),
         Better::Lower,
     );
+    results.row(
+        "memory",
+        format!("retained per message acked within its lease ({n})"),
+        "bytes",
+        e.per_acked_within_lease,
+        Some(b.per_acked_within_lease),
+        Better::Lower,
+    );
     results.target(
         "per in-flight message overhead",
         "<= 96 bytes",
