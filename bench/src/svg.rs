@@ -47,7 +47,9 @@ fn ticks(lo: f64, hi: f64, scale: Scale) -> Vec<f64> {
     match scale {
         Scale::Log => {
             let (a, b) = (lo.floor() as i32, hi.ceil() as i32);
-            (a..=b).map(|e| 10f64.powi(e)).collect()
+            // Under two decades, 2x and 5x ticks too, so the axis has labels.
+            let steps: &[f64] = if hi - lo < 2.0 { &[1.0, 2.0, 5.0] } else { &[1.0] };
+            (a..=b).flat_map(|e| steps.iter().map(move |m| m * 10f64.powi(e))).collect()
         }
         Scale::Linear => {
             let span = (hi - lo).max(1e-12);
@@ -93,6 +95,7 @@ pub(crate) fn line_chart(
     x_scale: Scale,
     y_scale: Scale,
     x_tick_label: &dyn Fn(f64) -> String,
+    x_ticks: Option<&[f64]>,
 ) -> String {
     let all: Vec<(f64, f64)> = series.iter().flat_map(|s| s.points.iter().copied()).collect();
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
@@ -128,7 +131,8 @@ pub(crate) fn line_chart(
         escape(labels.title)
     );
     // `ticks` returns values (not mapped positions) on both scales.
-    for v in ticks(x0, x1, x_scale) {
+    let x_tick_values = x_ticks.map_or_else(|| ticks(x0, x1, x_scale), <[f64]>::to_vec);
+    for v in x_tick_values {
         if map(v, x_scale) < x0 - 1e-9 || map(v, x_scale) > x1 + 1e-9 {
             continue;
         }
@@ -201,7 +205,7 @@ mod tests {
     #[test]
     fn points_land_inside_the_plot_area() {
         let series = [Series { name: "a".into(), color: "red", dashed: false, points: vec![(1.0, 10.0), (1e6, 1e3)] }];
-        let svg = line_chart(&Labels { title: "t", x: "x", y: "y" }, &series, Scale::Log, Scale::Log, &short);
+        let svg = line_chart(&Labels { title: "t", x: "x", y: "y" }, &series, Scale::Log, Scale::Log, &short, None);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         for circle in svg.split("<circle").skip(1) {
             let cx: f64 = circle.split("cx=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap();
