@@ -143,8 +143,9 @@ fn page(run: &Value, charts: &[&str]) -> String {
         "Every figure below was measured by `leaseq-bench` (bench/) in **one process**, on the engine and on a \
          hand-written Mutex baseline (`bench/src/baseline.rs`: `VecDeque` ready queue, `BinaryHeap` of deadlines \
          with lazy deletion, slab with generations, the same counters, the same receipt semantics). The ratio \
-         column is engine/baseline from the same run; absolute numbers on a shared virtual machine drift from run \
-         to run, ratios much less.\n"
+         column is engine/baseline from the same run, engine and baseline alternating in several trials (medians \
+         shown): absolute numbers on a shared virtual machine drift from run to run; ratios drift less, but still \
+         depend on how much else runs on the machine (see the analysis at the end).\n"
     );
     let _ = writeln!(s, "## Machine and run\n");
     let load = format!(
@@ -169,9 +170,10 @@ fn page(run: &Value, charts: &[&str]) -> String {
     );
     let _ = writeln!(
         s,
-        "Reproduce: `cargo run --release -p leaseq-bench -- run --full --json target/leaseq-bench.json` then \
-         `cargo run --release -p leaseq-bench -- report --json target/leaseq-bench.json --out docs/benchmarks.md`. \
-         Micro-benchmarks: `cargo bench -p leaseq-bench`.\n"
+        "Reproduce (about 90 s): `cargo run --release -p leaseq-bench -- run --full --json target/leaseq-bench.json`, \
+         then `cargo run --release -p leaseq-bench -- report --json target/leaseq-bench.json --out docs/benchmarks.md \
+         --notes docs/benchmarks/analysis.md`. The JSON of the run shown here is `docs/benchmarks/run.json`. \
+         Micro-benchmarks (criterion): `cargo bench -p leaseq-bench`. CI runs `bench/ci.sh` (smoke sizes only).\n"
     );
     let _ = writeln!(s, "## Targets\n\n| target | required | measured | |\n|---|---|---|---|");
     for t in run["targets"].as_array().into_iter().flatten() {
