@@ -235,8 +235,13 @@ impl QueueCore {
     /// ack: `InFlight(g)` -> `Free(g + 1)`; or, late, `Ready|E(g + 1)` /
     /// `Delayed|E(g + 1)` -> `Free(g + 2)`.
     pub(crate) fn ack(&self, receipt: &Receipt) -> Result<(), LeaseError> {
+        self.ack_at(receipt, self.now())
+    }
+
+    /// `ack` judged at `now` (a batch reads the clock once for all its acks,
+    /// as `send_batch` does for its sends).
+    pub(crate) fn ack_at(&self, receipt: &Receipt, now: u64) -> Result<(), LeaseError> {
         let (shard, slot) = self.locate(receipt)?;
-        let now = self.now();
         let reject_late = self.config.late_ack == LateAck::Reject;
         match slot.lease.try_claim_in_flight(receipt.generation) {
             Ok(claim) => {

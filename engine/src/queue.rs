@@ -253,9 +253,12 @@ impl Queue {
         self.core.ack(receipt)
     }
 
-    /// Acks several receipts; one result per receipt, in order.
+    /// Acks several receipts; one result per receipt, in order. The clock is
+    /// read once: every ack of the batch is judged (on time or late) at the
+    /// time the batch started.
     pub fn ack_batch(&self, receipts: &[Receipt]) -> Vec<Result<(), LeaseError>> {
-        receipts.iter().map(|r| self.core.ack(r)).collect()
+        let now = self.core.now();
+        receipts.iter().map(|r| self.core.ack_at(r, now)).collect()
     }
 
     /// Extends the lease to now + `visibility`. Only while the lease is held
@@ -378,5 +381,32 @@ mod tests {
         assert_eq!(q.receive_into(4, ReceiveOptions::default(), &mut out).unwrap(), 0);
         assert!(q.receive_into(0, ReceiveOptions::default(), &mut out).is_err(), "batch size is still checked");
         assert_eq!(out.len(), 5, "a refused call leaves the buffer alone");
+    }
+
+    #[test]
+    fn ack_batch_judges_every_ack_and_refuses_stale_ones() {
+        let clock = ManualClock::new();
+        let engine = Engine::builder().clock(clock.clone()).build();
+        let config = QueueConfig {
+            shards: Some(1),
+            visibility_timeout: std::time::Duration::from_secs(10),
+            ..QueueConfig::default()
+        };
+        let q = engine.create_queue("q", config).unwrap();
+        for i in 0..3u8 {
+            q.send(vec![i]).unwrap();
+        }
+        let deliveries = q.receive(3).unwrap();
+        let mut receipts: Vec<_> = deliveries.iter().map(|d| d.receipt).collect();
+        q.ack(&receipts[1]).unwrap();
+        clock.advance(std::time::Duration::from_secs(11));
+        receipts.push(receipts[0]);
+        let results = q.ack_batch(&receipts);
+        assert_eq!(results[0], Ok(()), "a late ack nobody else received is accepted");
+        assert_eq!(results[1], Err(crate::LeaseError::Stale), "already acked");
+        assert_eq!(results[2], Ok(()));
+        assert_eq!(results[3], Err(crate::LeaseError::Stale), "a second ack in the same batch");
+        let stats = q.stats();
+        assert_eq!((stats.acked, stats.late_acks, stats.stale_acks), (3, 2, 2));
     }
 }
