@@ -20,7 +20,8 @@ const HELP: &str = "\
 leaseq-bench: load generator for the leaseq engine, with a same-run Mutex baseline
 
 USAGE:
-    leaseq-bench [run] [--smoke | --full] [--json PATH] [--only LIST]
+    leaseq-bench [run] [--smoke | --full] [--json PATH] [--only LIST] [--loads P:C:B:S,..]
+                 [--threads N,..] [--trial-ms MS] [--trials N]
     leaseq-bench report [--json PATH] [--out docs/benchmarks.md] [--notes FILE]
     leaseq-bench --help
 
@@ -31,6 +32,11 @@ RUN (default):
     --smoke         a few seconds, tiny sizes: proves every scenario still runs (CI)
     --json PATH     where to write every figure (default target/leaseq-bench.json)
     --only LIST     comma-separated subset of: scaling,throughput,latency,expiry,extension,memory
+    --loads LIST    throughput configurations P:C:B:S (producers, consumers, batch, payload bytes),
+                    comma-separated (full default: 1:1:1:16,1:1:10:16,2:2:10:256,1:1:10:4096)
+    --threads LIST  thread counts of the scaling scenario (full default: 1,2,4)
+    --trial-ms MS   length of one trial of the timed scenarios (full default: 500)
+    --trials N      trials per figure, engine and baseline alternating; medians reported (default 5)
 
     Scenarios:
     scaling     full cycles (send, receive, ack; 16-byte payloads), 1/2/4 threads, one shard each

@@ -12,7 +12,24 @@ use crate::scenario::{self, Profile, expiry, extension, latency, memory, scaling
 const SCENARIOS: [&str; 6] = ["scaling", "throughput", "latency", "expiry", "extension", "memory"];
 
 pub(crate) fn main(args: &[String]) -> Result<(), String> {
-    let profile = if args.iter().any(|a| a == "--smoke") { Profile::smoke() } else { Profile::full() };
+    let mut profile = if args.iter().any(|a| a == "--smoke") { Profile::smoke() } else { Profile::full() };
+    if let Some(list) = crate::flag_value(args, "--loads")? {
+        profile.loads = list.split(',').map(parse_load).collect::<Result<_, _>>()?;
+    }
+    if let Some(threads) = crate::flag_value(args, "--threads")? {
+        profile.threads = threads
+            .split(',')
+            .map(|t| t.parse::<usize>().ok().filter(|t| (1..=256).contains(t)))
+            .collect::<Option<_>>()
+            .ok_or_else(|| format!("--threads wants a list of counts 1..=256, not '{threads}'"))?;
+    }
+    if let Some(ms) = crate::flag_value(args, "--trial-ms")? {
+        let ms: u64 = ms.parse().ok().filter(|m| (1..=60_000).contains(m)).ok_or("--trial-ms wants 1..=60000")?;
+        profile.duration = std::time::Duration::from_millis(ms);
+    }
+    if let Some(n) = crate::flag_value(args, "--trials")? {
+        profile.trials = n.parse().ok().filter(|n| (1..=100).contains(n)).ok_or("--trials wants 1..=100")?;
+    }
     let json_path = crate::flag_value(args, "--json")?.unwrap_or("target/leaseq-bench.json").to_string();
     let only: Vec<String> = match crate::flag_value(args, "--only")? {
         Some(list) => list.split(',').map(str::to_string).collect(),
@@ -21,9 +38,10 @@ pub(crate) fn main(args: &[String]) -> Result<(), String> {
     if let Some(bad) = only.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {
         return Err(format!("unknown scenario '{bad}'"));
     }
+    const KNOWN: [&str; 8] =
+        ["--smoke", "--full", "--json", "--only", "--loads", "--threads", "--trial-ms", "--trials"];
     for a in args {
-        let known = ["--smoke", "--full", "--json", "--only", &json_path];
-        if a.starts_with("--") && !known.contains(&a.as_str()) {
+        if a.starts_with("--") && !KNOWN.contains(&a.as_str()) {
             return Err(format!("unknown option '{a}'"));
         }
     }
@@ -123,9 +141,8 @@ fn run_scaling(profile: &Profile, results: &mut Results) {
 }
 
 fn run_throughput(profile: &Profile, results: &mut Results) {
-    let loads = [(1, 1, 1, 16), (1, 1, 10, 16), (2, 2, 10, 256), (1, 1, 10, 4096)];
     let mut detail = Vec::new();
-    for (producers, consumers, batch, payload) in loads {
+    for &(producers, consumers, batch, payload) in &profile.loads {
         let load = throughput::Load { producers, consumers, batch, payload, duration: profile.duration };
         let (mut engine_runs, mut baseline_runs) = (Vec::new(), Vec::new());
         for _ in 0..profile.trials {
@@ -375,4 +392,14 @@ fn run_memory(profile: &Profile, results: &mut Results) {
         e.per_in_flight <= 96.0,
     );
     results.detail("memory", json!({"messages": n, "engine": e.to_json(), "baseline": b.to_json()}));
+}
+
+/// `P:C:B:S` (producers, consumers, batch, payload bytes).
+fn parse_load(text: &str) -> Result<(usize, usize, usize, usize), String> {
+    let bad = || format!("a load is P:C:B:S (producers, consumers, batch 1..=1024, payload bytes), not '{text}'");
+    let parts: Vec<usize> = text.split(':').map(|p| p.parse().map_err(|_| bad())).collect::<Result<_, _>>()?;
+    match parts[..] {
+        [p, c, b, s] if p >= 1 && c >= 1 && (1..=1024).contains(&b) && s <= 1 << 16 => Ok((p, c, b, s)),
+        _ => Err(bad()),
+    }
 }

@@ -26,6 +26,8 @@ pub(crate) struct Profile {
     /// median, so a burst of load from elsewhere hits one trial of one side,
     /// not a whole side.
     pub(crate) trials: usize,
+    /// Throughput configurations: (producers, consumers, batch, payload bytes).
+    pub(crate) loads: Vec<(usize, usize, usize, usize)>,
     /// Thread counts of the scaling scenario.
     pub(crate) threads: Vec<usize>,
     /// In-flight counts of the expiry scenario.
@@ -47,6 +49,7 @@ impl Profile {
             name: "smoke",
             duration: Duration::from_millis(20),
             trials: 2,
+            loads: vec![(1, 1, 1, 16), (1, 1, 10, 16)],
             threads: vec![1, 2],
             expiry_counts: vec![1_000, 10_000],
             latency_messages: 5_000,
@@ -62,6 +65,7 @@ impl Profile {
             name: "full",
             duration: Duration::from_millis(500),
             trials: 5,
+            loads: vec![(1, 1, 1, 16), (1, 1, 10, 16), (2, 2, 10, 256), (1, 1, 10, 4096)],
             threads: vec![1, 2, 4],
             expiry_counts: vec![1_000, 10_000, 100_000, 1_000_000, 10_000_000],
             latency_messages: 1_000_000,
