@@ -96,12 +96,22 @@ fn run_scaling(profile: &Profile, results: &mut Results) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut points = Vec::new();
     for &threads in &profile.threads {
+        let (mut engine_cpu, mut baseline_cpu) = (Vec::new(), Vec::new());
         let trials = scenario::alternate(
             profile.trials,
-            || scaling::full_cycles::<EngineSubject>(threads, profile.duration),
-            || scaling::full_cycles::<BaselineQueue>(threads, profile.duration),
+            || {
+                let c = scaling::full_cycles::<EngineSubject>(threads, profile.duration);
+                engine_cpu.push(c.cpu_ns_per_cycle);
+                c.per_s
+            },
+            || {
+                let c = scaling::full_cycles::<BaselineQueue>(threads, profile.duration);
+                baseline_cpu.push(c.cpu_ns_per_cycle);
+                c.per_s
+            },
         );
         let (engine, baseline) = (trials.engine, trials.baseline);
+        let (engine_cpu, baseline_cpu) = (scenario::median(&engine_cpu), scenario::median(&baseline_cpu));
         let note = if threads > cores { " (oversubscribed)" } else { "" };
         results.row(
             "scaling",
@@ -111,7 +121,16 @@ fn run_scaling(profile: &Profile, results: &mut Results) {
             Some(baseline),
             Better::Higher,
         );
+        results.row(
+            "scaling",
+            format!("CPU time per cycle, {threads} thread(s){note}"),
+            "ns",
+            engine_cpu,
+            Some(baseline_cpu),
+            Better::Lower,
+        );
         points.push(json!({"threads": threads, "oversubscribed": threads > cores,
+                           "engine_cpu_ns_per_cycle": engine_cpu, "baseline_cpu_ns_per_cycle": baseline_cpu,
                            "engine": engine, "baseline": baseline,
                            "engine_trials": trials.engine_samples, "baseline_trials": trials.baseline_samples}));
         if threads == 1 {
