@@ -253,8 +253,13 @@ impl QueueCore {
     /// ack: `InFlight(g)` -> `Free(g + 1)`; or, late, `Ready|E(g + 1)` /
     /// `Delayed|E(g + 1)` -> `Free(g + 2)`.
     pub(crate) fn ack(&self, receipt: &Receipt) -> Result<(), LeaseError> {
+        self.ack_at(receipt, self.now())
+    }
+
+    /// `ack` judged at `now` (a batch reads the clock once for all its acks,
+    /// as `send_batch` does for its sends).
+    pub(crate) fn ack_at(&self, receipt: &Receipt, now: u64) -> Result<(), LeaseError> {
         let (shard, slot) = self.locate(receipt)?;
-        let now = self.now();
         let reject_late = self.config.late_ack == LateAck::Reject;
         match slot.lease.try_claim_in_flight(receipt.generation) {
             Ok(claim) => {
@@ -448,8 +453,13 @@ impl QueueCore {
                 }
             }
         }
-        // SAFETY: we hold the claim.
-        unsafe { slot.body_mut(|body| body.history.get_or_insert_default().remember(attempt)) };
+        if self.dead_letter.is_some() {
+            // The attempt history is read only when the message moves to the
+            // dead-letter queue; without one, remembering it would cost an
+            // allocation per expiry or release for nothing.
+            // SAFETY: we hold the claim.
+            unsafe { slot.body_mut(|body| body.history.get_or_insert_default().remember(attempt)) };
+        }
         shard.stats.add(counter, 1);
         shard.stats.add(Counter::InFlightOut, 1);
         let before = claim.before();
@@ -772,18 +782,19 @@ impl QueueCore {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    //! Regressions found by the loom models (loom-tests/): an entry judged
-    //! against a word that another thread holds claimed must wait for the
-    //! claim, because the claim may be reverted. Here a helper thread holds
-    //! the claim for a while; if the engine does not wait, the message is
-    //! lost, and if the helper is slow to start, the test passes vacuously,
-    //! never spuriously fails.
+    //! Regressions. First those found by the loom models (loom-tests/): an
+    //! entry judged against a word that another thread holds claimed must
+    //! wait for the claim, because the claim may be reverted. A helper thread
+    //! holds the claim for a while; if the engine does not wait, the message
+    //! is lost, and if the helper is slow to start, the test passes
+    //! vacuously, never spuriously fails. Then the attempt history, which is
+    //! kept only on queues with a dead-letter queue.
 
     use std::sync::mpsc;
     use std::thread;
     use std::time::Duration;
 
-    use crate::{Engine, LateAck, ManualClock, QueueConfig};
+    use crate::{AttemptOutcome, Engine, LateAck, ManualClock, QueueConfig};
 
     const HOLD: Duration = Duration::from_millis(50);
 
@@ -850,5 +861,52 @@ mod tests {
         let got = if got.is_empty() { queue.receive(1).unwrap() } else { got };
         assert_eq!(got.len(), 1, "the message's only ready entry was dropped");
         assert_eq!(got[0].delivery_count, 2);
+    }
+    /// Skipping the attempt history on queues without a dead-letter queue
+    /// must not lose it where it is read: the dead-letter record still lists
+    /// every failed attempt.
+    #[test]
+    fn dead_letter_record_keeps_every_failed_attempt() {
+        let clock = ManualClock::new();
+        let engine = Engine::builder().clock(clock.clone()).build();
+        engine.create_queue("dlq", QueueConfig::default()).unwrap();
+        let config = QueueConfig {
+            visibility_timeout: Duration::from_secs(1),
+            max_receives: Some(3),
+            dead_letter_queue: Some("dlq".into()),
+            shards: Some(1),
+            ..QueueConfig::default()
+        };
+        let q = engine.create_queue("jobs", config).unwrap();
+        q.send(&b"poison"[..]).unwrap();
+        let first = q.receive(1).unwrap().remove(0);
+        q.release(&first.receipt, Duration::ZERO).unwrap();
+        for _ in 0..2 {
+            assert_eq!(q.receive(1).unwrap().len(), 1);
+            clock.advance(Duration::from_secs(2));
+        }
+        assert!(q.receive(1).unwrap().is_empty(), "the third failure moved it away");
+        let dead = engine.queue("dlq").unwrap().receive(1).unwrap().remove(0);
+        let record = dead.dead_letter.expect("a dead-letter record");
+        let outcomes: Vec<_> = record.attempts.iter().map(|a| a.outcome.clone()).collect();
+        assert_eq!(outcomes, vec![AttemptOutcome::Released, AttemptOutcome::Expired, AttemptOutcome::Expired]);
+    }
+
+    /// Without a dead-letter queue an expired message comes back with its
+    /// delivery count and no record.
+    #[test]
+    fn expiry_without_dead_letter_queue_redelivers() {
+        let clock = ManualClock::new();
+        let engine = Engine::builder().clock(clock.clone()).build();
+        let config =
+            QueueConfig { visibility_timeout: Duration::from_secs(1), shards: Some(1), ..QueueConfig::default() };
+        let q = engine.create_queue("jobs", config).unwrap();
+        q.send(&b"x"[..]).unwrap();
+        q.receive(1).unwrap();
+        clock.advance(Duration::from_secs(2));
+        let again = q.receive(1).unwrap().remove(0);
+        assert_eq!(again.delivery_count, 2);
+        assert!(again.dead_letter.is_none());
+        assert_eq!(q.stats().expired, 1);
     }
 }

@@ -203,26 +203,36 @@ impl Queue {
     /// Receives up to `max` messages; with `options.wait`, blocks the calling
     /// thread up to that long (engine clock) for at least one.
     pub fn receive_with(&self, max: usize, options: ReceiveOptions) -> Result<Vec<Delivery>, Error> {
+        let mut out = Vec::new();
+        self.receive_into(max, options, &mut out)?;
+        Ok(out)
+    }
+
+    /// Like `receive_with`, appending the deliveries to `out` (which it does
+    /// not clear) and returning how many it appended, so a consumer loop can
+    /// reuse one buffer instead of allocating a `Vec` per call.
+    pub fn receive_into(&self, max: usize, options: ReceiveOptions, out: &mut Vec<Delivery>) -> Result<usize, Error> {
         let core = &self.core;
         core.check_live()?;
         QueueCore::check_batch(max)?;
         let visibility = core.visibility_of(&options)?;
-        let mut out = Vec::new();
+        let start = out.len();
+        let limit = start.saturating_add(max);
         let now = core.now();
-        core.receive_ready(max, visibility, now, &mut out);
+        core.receive_ready(limit, visibility, now, out);
         let wait = options.wait.unwrap_or(Duration::ZERO);
-        if !out.is_empty() || wait.is_zero() {
-            return Ok(out);
+        if out.len() > start || wait.is_zero() {
+            return Ok(out.len() - start);
         }
         let until = now.saturating_add(duration_nanos(wait));
         let manual = core.engine.clock.is_manual();
         loop {
             let registration = core.waiters.register_thread();
             let now = core.now();
-            core.receive_ready(max, visibility, now, &mut out);
-            if !out.is_empty() || now >= until {
+            core.receive_ready(limit, visibility, now, out);
+            if out.len() > start || now >= until {
                 core.waiters.deregister(registration);
-                return Ok(out);
+                return Ok(out.len() - start);
             }
             if let Err(deleted) = core.check_live() {
                 core.waiters.deregister(registration);
@@ -253,9 +263,19 @@ impl Queue {
         result
     }
 
-    /// Acks several receipts; one result per receipt, in order.
+    /// Acks several receipts; one result per receipt, in order. The clock is
+    /// read once: every ack of the batch is judged (on time or late) at the
+    /// time the batch started.
     pub fn ack_batch(&self, receipts: &[Receipt]) -> Vec<Result<(), LeaseError>> {
-        receipts.iter().map(|r| self.ack(r)).collect()
+        let now = self.core.now();
+        receipts
+            .iter()
+            .map(|r| {
+                let result = self.core.ack_at(r, now);
+                self.core.note_late_call(r, &result);
+                result
+            })
+            .collect()
     }
 
     /// Extends the lease to now + `visibility`. Only while the lease is held
@@ -363,5 +383,55 @@ impl Drop for ReceiveFuture {
         if let Some(registration) = self.registration.take() {
             self.queue.core.waiters.deregister(registration);
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::{Engine, ManualClock, QueueConfig, ReceiveOptions};
+
+    #[test]
+    fn receive_into_appends_without_clearing_and_counts_what_it_added() {
+        let engine = Engine::builder().clock(ManualClock::new()).build();
+        let q = engine.create_queue("q", QueueConfig { shards: Some(1), ..QueueConfig::default() }).unwrap();
+        for i in 0..5u8 {
+            q.send(vec![i]).unwrap();
+        }
+        let mut out = Vec::new();
+        assert_eq!(q.receive_into(2, ReceiveOptions::default(), &mut out).unwrap(), 2);
+        assert_eq!(q.receive_into(2, ReceiveOptions::default(), &mut out).unwrap(), 2);
+        let payloads: Vec<u8> = out.iter().map(|d| d.payload[0]).collect();
+        assert_eq!(payloads, vec![0, 1, 2, 3], "appended in FIFO order, earlier ones kept");
+        assert_eq!(q.receive_into(4, ReceiveOptions::default(), &mut out).unwrap(), 1);
+        assert_eq!(q.receive_into(4, ReceiveOptions::default(), &mut out).unwrap(), 0);
+        assert!(q.receive_into(0, ReceiveOptions::default(), &mut out).is_err(), "batch size is still checked");
+        assert_eq!(out.len(), 5, "a refused call leaves the buffer alone");
+    }
+
+    #[test]
+    fn ack_batch_judges_every_ack_and_refuses_stale_ones() {
+        let clock = ManualClock::new();
+        let engine = Engine::builder().clock(clock.clone()).build();
+        let config = QueueConfig {
+            shards: Some(1),
+            visibility_timeout: std::time::Duration::from_secs(10),
+            ..QueueConfig::default()
+        };
+        let q = engine.create_queue("q", config).unwrap();
+        for i in 0..3u8 {
+            q.send(vec![i]).unwrap();
+        }
+        let deliveries = q.receive(3).unwrap();
+        let mut receipts: Vec<_> = deliveries.iter().map(|d| d.receipt).collect();
+        q.ack(&receipts[1]).unwrap();
+        clock.advance(std::time::Duration::from_secs(11));
+        receipts.push(receipts[0]);
+        let results = q.ack_batch(&receipts);
+        assert_eq!(results[0], Ok(()), "a late ack nobody else received is accepted");
+        assert_eq!(results[1], Err(crate::LeaseError::Stale), "already acked");
+        assert_eq!(results[2], Ok(()));
+        assert_eq!(results[3], Err(crate::LeaseError::Stale), "a second ack in the same batch");
+        let stats = q.stats();
+        assert_eq!((stats.acked, stats.late_acks, stats.stale_acks), (3, 2, 2));
     }
 }

@@ -108,10 +108,16 @@ pub fn sweep(base: &Scenario, timeouts: &[Duration]) -> Result<SweepOutput, Stri
                 y_label: "duplicate executions".into(),
                 log_x: false,
                 series: vec![
-                    series("fixed", "fixed timeout", &|r| r.duplicate_executions as f64)
-                        .with_x(&reports, "fixed", &|r| r.recovery.p50),
-                    series("renewing", "timeout + renewal", &|r| r.duplicate_executions as f64)
-                        .with_x(&reports, "renewing", &|r| r.recovery.p50),
+                    series("fixed", "fixed timeout", &|r| r.duplicate_executions as f64).with_x(
+                        &reports,
+                        "fixed",
+                        &|r| r.recovery.p50,
+                    ),
+                    series("renewing", "timeout + renewal", &|r| r.duplicate_executions as f64).with_x(
+                        &reports,
+                        "renewing",
+                        &|r| r.recovery.p50,
+                    ),
                 ],
             }
             .to_svg(),

@@ -1,0 +1,78 @@
+//! A hot loop to profile one path of the engine under `perf` or callgrind:
+//!
+//! ```text
+//! cargo build --release -p leaseq-bench --example hot_loop
+//! perf record -g target/release/examples/hot_loop cycle 5000000
+//! perf record -g target/release/examples/hot_loop expiry 1000000
+//! ```
+//!
+//! `cycle N`: one thread, N times send, receive(1), ack (16-byte payload);
+//! `baseline-cycle N`: the same on the Mutex baseline.
+//! `expiry N`: N leases in flight expire at one deadline (`ManualClock`); the
+//! fill and the firing are repeated 5 times and the firing timed.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use leaseq::{Engine, ManualClock, QueueConfig, ReceiveOptions, SystemClock};
+use leaseq_bench::BaselineQueue;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let mode = args.get(1).map_or("cycle", String::as_str);
+    let n: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+    let body = Bytes::from_static(b"0123456789abcdef");
+    match mode {
+        "cycle" => {
+            let engine = Engine::builder().default_shards(1).build();
+            let q = engine.create_queue("hot", QueueConfig::default()).expect("valid config");
+            let mut out = Vec::with_capacity(1);
+            let started = Instant::now();
+            for _ in 0..n {
+                q.send(body.clone()).expect("room");
+                out.clear();
+                q.receive_into(1, ReceiveOptions::default(), &mut out).expect("live queue");
+                q.ack(&out[0].receipt).expect("held lease");
+            }
+            println!("{:.1} ns per cycle", started.elapsed().as_nanos() as f64 / n as f64);
+        }
+        "baseline-cycle" => {
+            let q = BaselineQueue::new(SystemClock::new(), 1 << 20, Duration::from_secs(30));
+            let mut out = Vec::with_capacity(1);
+            let visibility = q.default_visibility();
+            let started = Instant::now();
+            for _ in 0..n {
+                q.send(body.clone()).expect("room");
+                out.clear();
+                q.receive_into(1, visibility, &mut out);
+                q.ack(&out[0].receipt).expect("held lease");
+            }
+            println!("{:.1} ns per cycle", started.elapsed().as_nanos() as f64 / n as f64);
+        }
+        "expiry" => {
+            let mut total = Duration::ZERO;
+            for _ in 0..5 {
+                let clock = ManualClock::new();
+                let engine = Engine::builder().clock(clock.clone()).default_shards(1).build();
+                let config = QueueConfig { max_messages: n + 1024, ..QueueConfig::default() };
+                let q = engine.create_queue("hot", config).expect("valid config");
+                for _ in 0..n {
+                    q.send(body.clone()).expect("room");
+                }
+                let mut leased = 0;
+                while leased < n {
+                    leased += q.receive((n - leased).min(1024)).expect("live queue").len();
+                }
+                clock.advance(Duration::from_secs(30));
+                let started = Instant::now();
+                drop(q.receive(1));
+                total += started.elapsed();
+            }
+            println!("{:.1} ns per expiry", total.as_nanos() as f64 / (5 * n) as f64);
+        }
+        other => eprintln!("unknown mode '{other}': use cycle or expiry"),
+    }
+}

@@ -1,0 +1,164 @@
+//! Expiry: N leases in flight run out, at one deadline or spread over 100
+//! deadlines a millisecond apart; the cost per expiry must not grow with N.
+//!
+//! The firing part runs on a `ManualClock` (deterministic: the clock jumps to
+//! the deadline and one `receive(1)`, which applies due timers, is timed), on
+//! one shard so that one receive applies all of them, and in steady state: a
+//! first round of leasing and expiring warms the buffers, the second is timed. The delay part runs on
+//! the system clock: a consumer polls while leases run out and records how
+//! long after its deadline each message was received again.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use leaseq::ManualClock;
+use leaseq_bench::{Setup, Subject};
+use serde_json::{Value, json};
+
+use super::payload;
+
+/// Leases long enough that nothing re-leased during a measurement expires.
+const LEASE: Duration = Duration::from_secs(1);
+const STEPS: usize = 100;
+const STEP: Duration = Duration::from_millis(1);
+
+/// One firing measurement.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Firing {
+    pub(crate) in_flight: usize,
+    pub(crate) ns_per_expiry: f64,
+    pub(crate) expirations_per_s: f64,
+}
+
+impl Firing {
+    /// The run with the median cost.
+    pub(crate) fn median(runs: &[Firing]) -> Firing {
+        let mut sorted = runs.to_vec();
+        sorted.sort_by(|a, b| a.ns_per_expiry.total_cmp(&b.ns_per_expiry));
+        sorted[sorted.len() / 2]
+    }
+
+    pub(crate) fn to_json(self) -> Value {
+        json!({"in_flight": self.in_flight, "ns_per_expiry": self.ns_per_expiry,
+               "expirations_per_s": self.expirations_per_s})
+    }
+}
+
+fn build<S: Subject>(n: usize) -> (ManualClock, S) {
+    let clock = ManualClock::new();
+    let setup = Setup { shards: 1, capacity: n + 1024, visibility: LEASE, clock: Some(clock.clone()) };
+    let queue = S::build(&setup);
+    let body = payload(16);
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(1024);
+        assert_eq!(queue.send_batch(vec![body.clone(); k]), k, "the expiry queue has room for N");
+        left -= k;
+    }
+    (clock, queue)
+}
+
+/// Leases every ready message (up to `n`), at one time or in `STEPS` chunks
+/// a millisecond apart; returns how many it leased.
+fn lease_all<S: Subject>(clock: &ManualClock, queue: &S, n: usize, spread: bool) -> usize {
+    let chunk = if spread { n.div_ceil(STEPS) } else { n };
+    let (mut leased, mut in_chunk) = (0, 0);
+    loop {
+        let k = (n - leased).min(1024).min(chunk - in_chunk);
+        let got = if k == 0 { 0 } else { queue.receive(k).len() };
+        leased += got;
+        in_chunk += got;
+        if in_chunk == chunk || got == 0 {
+            in_chunk = 0;
+            if spread {
+                clock.advance(STEP);
+            }
+        }
+        if got == 0 || leased == n {
+            return leased;
+        }
+    }
+}
+
+/// Runs the clock over the deadlines of leases just made by `lease_all` and
+/// times the receives that apply them.
+fn fire<S: Subject>(clock: &ManualClock, queue: &S, spread: bool) -> Duration {
+    if spread {
+        // The first chunk was leased STEPS ms ago (the fill moved the clock).
+        clock.advance(LEASE - STEP * STEPS as u32);
+        let mut total = Duration::ZERO;
+        for _ in 0..STEPS {
+            let started = Instant::now();
+            let got = queue.receive(1);
+            total += started.elapsed();
+            drop(got);
+            clock.advance(STEP);
+        }
+        total
+    } else {
+        clock.advance(LEASE);
+        let started = Instant::now();
+        let got = queue.receive(1);
+        let elapsed = started.elapsed();
+        drop(got);
+        elapsed
+    }
+}
+
+/// Times the expiry of `n` in-flight leases in steady state: one round of
+/// leasing and expiring warms every buffer the timers use (as a running
+/// queue has), then the second round is timed.
+pub(crate) fn firing<S: Subject>(n: usize, spread: bool) -> Firing {
+    let (clock, queue) = build::<S>(n);
+    lease_all(&clock, &queue, n, spread);
+    fire(&clock, &queue, spread);
+    let leased = lease_all(&clock, &queue, n, spread);
+    let seconds = fire(&clock, &queue, spread).as_secs_f64();
+    drop(queue);
+    Firing {
+        in_flight: leased,
+        ns_per_expiry: seconds * 1e9 / leased as f64,
+        expirations_per_s: leased as f64 / seconds,
+    }
+}
+
+/// Real clock: `n` leases of 200..220 ms (long enough that leasing them all
+/// ends before the first deadline, even on a loaded machine) run out while one
+/// consumer polls; the delay from each deadline to the message's next
+/// receive, in nanoseconds (p50, p99, max).
+pub(crate) fn delay<S: Subject>(n: usize) -> Value {
+    let setup = Setup { shards: 1, capacity: n + 1024, ..Setup::default() };
+    let queue = S::build(&setup);
+    let body = payload(16);
+    for _ in 0..n {
+        queue.send(body.clone());
+    }
+    let mut deadlines: HashMap<u64, u64> = HashMap::with_capacity(n);
+    let per_ms = n.div_ceil(20);
+    let mut leased = 0;
+    while leased < n {
+        // Deadlines 200..220 ms from now, in 20 groups.
+        let ms = (leased / per_ms) as u64;
+        for d in queue.receive_for(per_ms.min(1024).min(n - leased), Duration::from_millis(200 + ms)) {
+            deadlines.insert(S::id(&d), S::deadline(&d));
+            leased += 1;
+        }
+    }
+    let first_deadline = deadlines.values().copied().min().unwrap_or(0);
+    let leased_in_time = queue.now() < first_deadline;
+    let mut delays = hdrhistogram::Histogram::<u64>::new(3).expect("valid histogram");
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while !deadlines.is_empty() && Instant::now() < give_up {
+        for d in queue.receive_for(64, Duration::from_secs(60)) {
+            let now = queue.now();
+            if let Some(deadline) = deadlines.remove(&S::id(&d)) {
+                delays.record(now.saturating_sub(deadline).max(1)).ok();
+            }
+        }
+    }
+    json!({
+        "messages": n, "missing": deadlines.len(), "leased_before_first_deadline": leased_in_time,
+        "p50_ns": delays.value_at_quantile(0.5), "p99_ns": delays.value_at_quantile(0.99),
+        "max_ns": delays.max(),
+    })
+}

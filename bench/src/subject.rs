@@ -1,0 +1,241 @@
+//! What a scenario runs against: the engine or the baseline, behind one trait.
+//!
+//! Invariant: the adapters add nothing but a call through to the queue's own
+//! API (no conversion of deliveries), so a ratio measures the queues, not the
+//! adapters.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use leaseq::{Delivery, Engine, ManualClock, QueueConfig, Receipt, ReceiveOptions, SystemClock};
+
+use crate::baseline::{BaselineDelivery, BaselineQueue, BaselineReceipt};
+
+/// How to build a queue for one scenario.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// Shards of the engine's queue (the baseline has one lock regardless).
+    pub shards: usize,
+    /// Capacity in messages.
+    pub capacity: usize,
+    /// Default lease.
+    pub visibility: Duration,
+    /// A manual clock, or `None` for the system clock (and the engine's
+    /// driver thread).
+    pub clock: Option<ManualClock>,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup { shards: 1, capacity: 1 << 20, visibility: Duration::from_secs(30), clock: None }
+    }
+}
+
+/// A lease queue under test.
+pub trait Subject: Send + Sync + 'static {
+    /// What a receive hands out.
+    type Delivery: Send;
+    /// What ack, extend and release take.
+    type Receipt: Clone + Send + Sync;
+
+    /// `engine` or `baseline`.
+    const NAME: &'static str;
+
+    /// Builds one.
+    fn build(setup: &Setup) -> Self;
+    /// Sends one message; false when the queue is full.
+    fn send(&self, payload: Bytes) -> bool;
+    /// Sends several; how many were accepted.
+    fn send_batch(&self, payloads: Vec<Bytes>) -> usize;
+    /// Receives up to `max` with the default lease.
+    fn receive(&self, max: usize) -> Vec<Self::Delivery>;
+    /// Appends up to `max` to a reused buffer, with the default lease;
+    /// returns how many.
+    fn receive_into(&self, max: usize, out: &mut Vec<Self::Delivery>) -> usize;
+    /// Receives up to `max` with a lease of `visibility`.
+    fn receive_for(&self, max: usize, visibility: Duration) -> Vec<Self::Delivery>;
+    /// The receipt of a delivery.
+    fn receipt(delivery: &Self::Delivery) -> &Self::Receipt;
+    /// The payload of a delivery.
+    fn payload(delivery: &Self::Delivery) -> &Bytes;
+    /// The lease deadline of a delivery (clock nanoseconds).
+    fn deadline(delivery: &Self::Delivery) -> u64;
+    /// The message id of a delivery.
+    fn id(delivery: &Self::Delivery) -> u64;
+    /// Acks; true when accepted.
+    fn ack(&self, receipt: &Self::Receipt) -> bool;
+    /// Acks several; how many were accepted.
+    fn ack_batch(&self, receipts: &[Self::Receipt]) -> usize;
+    /// Extends to now + `visibility`; true when accepted.
+    fn extend(&self, receipt: &Self::Receipt, visibility: Duration) -> bool;
+    /// Releases at once; true when accepted.
+    fn release(&self, receipt: &Self::Receipt) -> bool;
+    /// The queue's clock, nanoseconds.
+    fn now(&self) -> u64;
+}
+
+/// The engine: one engine with one queue.
+#[derive(Debug)]
+pub struct EngineSubject {
+    /// The queue under test.
+    pub queue: leaseq::Queue,
+    /// Keeps the engine alive.
+    pub engine: Engine,
+}
+
+impl Subject for EngineSubject {
+    type Delivery = Delivery;
+    type Receipt = Receipt;
+    const NAME: &'static str = "engine";
+
+    fn build(setup: &Setup) -> Self {
+        let builder = Engine::builder().default_shards(setup.shards);
+        let engine = match &setup.clock {
+            Some(clock) => builder.clock(clock.clone()).build(),
+            None => builder.build(),
+        };
+        let config = QueueConfig {
+            visibility_timeout: setup.visibility,
+            max_messages: setup.capacity,
+            shards: Some(setup.shards),
+            ..QueueConfig::default()
+        };
+        let queue = engine.create_queue("bench", config).expect("the bench queue config is valid");
+        EngineSubject { queue, engine }
+    }
+
+    #[inline]
+    fn send(&self, payload: Bytes) -> bool {
+        self.queue.send(payload).is_ok()
+    }
+
+    fn send_batch(&self, payloads: Vec<Bytes>) -> usize {
+        self.queue.send_batch(payloads).iter().filter(|r| r.is_ok()).count()
+    }
+
+    #[inline]
+    fn receive(&self, max: usize) -> Vec<Delivery> {
+        self.queue.receive(max).unwrap_or_default()
+    }
+
+    #[inline]
+    fn receive_into(&self, max: usize, out: &mut Vec<Delivery>) -> usize {
+        self.queue.receive_into(max, ReceiveOptions::default(), out).unwrap_or(0)
+    }
+
+    fn receive_for(&self, max: usize, visibility: Duration) -> Vec<Delivery> {
+        self.queue.receive_with(max, ReceiveOptions::visibility(visibility)).unwrap_or_default()
+    }
+
+    #[inline]
+    fn receipt(delivery: &Delivery) -> &Receipt {
+        &delivery.receipt
+    }
+
+    fn payload(delivery: &Delivery) -> &Bytes {
+        &delivery.payload
+    }
+
+    fn deadline(delivery: &Delivery) -> u64 {
+        delivery.deadline.as_nanos()
+    }
+
+    fn id(delivery: &Delivery) -> u64 {
+        delivery.id.as_u64()
+    }
+
+    #[inline]
+    fn ack(&self, receipt: &Receipt) -> bool {
+        self.queue.ack(receipt).is_ok()
+    }
+
+    fn ack_batch(&self, receipts: &[Receipt]) -> usize {
+        self.queue.ack_batch(receipts).iter().filter(|r| r.is_ok()).count()
+    }
+
+    fn extend(&self, receipt: &Receipt, visibility: Duration) -> bool {
+        self.queue.extend(receipt, visibility).is_ok()
+    }
+
+    fn release(&self, receipt: &Receipt) -> bool {
+        self.queue.release(receipt, Duration::ZERO).is_ok()
+    }
+
+    fn now(&self) -> u64 {
+        self.queue.now().as_nanos()
+    }
+}
+
+impl Subject for BaselineQueue {
+    type Delivery = BaselineDelivery;
+    type Receipt = BaselineReceipt;
+    const NAME: &'static str = "baseline";
+
+    fn build(setup: &Setup) -> Self {
+        match &setup.clock {
+            Some(clock) => BaselineQueue::new(clock.clone(), setup.capacity, setup.visibility),
+            None => BaselineQueue::new(SystemClock::new(), setup.capacity, setup.visibility),
+        }
+    }
+
+    #[inline]
+    fn send(&self, payload: Bytes) -> bool {
+        BaselineQueue::send(self, payload).is_ok()
+    }
+
+    fn send_batch(&self, payloads: Vec<Bytes>) -> usize {
+        BaselineQueue::send_batch(self, payloads).iter().filter(|r| r.is_ok()).count()
+    }
+
+    #[inline]
+    fn receive(&self, max: usize) -> Vec<BaselineDelivery> {
+        BaselineQueue::receive(self, max)
+    }
+
+    #[inline]
+    fn receive_into(&self, max: usize, out: &mut Vec<BaselineDelivery>) -> usize {
+        BaselineQueue::receive_into(self, max, self.default_visibility(), out)
+    }
+
+    fn receive_for(&self, max: usize, visibility: Duration) -> Vec<BaselineDelivery> {
+        self.receive_with_visibility(max, u64::try_from(visibility.as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    #[inline]
+    fn receipt(delivery: &BaselineDelivery) -> &BaselineReceipt {
+        &delivery.receipt
+    }
+
+    fn payload(delivery: &BaselineDelivery) -> &Bytes {
+        &delivery.payload
+    }
+
+    fn deadline(delivery: &BaselineDelivery) -> u64 {
+        delivery.deadline
+    }
+
+    fn id(delivery: &BaselineDelivery) -> u64 {
+        delivery.id
+    }
+
+    #[inline]
+    fn ack(&self, receipt: &BaselineReceipt) -> bool {
+        BaselineQueue::ack(self, receipt).is_ok()
+    }
+
+    fn ack_batch(&self, receipts: &[BaselineReceipt]) -> usize {
+        BaselineQueue::ack_batch(self, receipts).iter().filter(|r| r.is_ok()).count()
+    }
+
+    fn extend(&self, receipt: &BaselineReceipt, visibility: Duration) -> bool {
+        BaselineQueue::extend(self, receipt, visibility).is_ok()
+    }
+
+    fn release(&self, receipt: &BaselineReceipt) -> bool {
+        BaselineQueue::release(self, receipt, Duration::ZERO).is_ok()
+    }
+
+    fn now(&self) -> u64 {
+        BaselineQueue::now(self)
+    }
+}
