@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 pub use leaseq::{
-    Backoff, Delivery, Engine, Error, LateAck, LeaseError, ManualClock, MessageId, Queue, QueueConfig, QueueStats,
-    Receipt, ReceiveOptions,
+    Backoff, DeadLetterReason, Delivery, Engine, Error, LateAck, LeaseError, ManualClock, MessageId, Queue,
+    QueueConfig, QueueStats, Receipt, ReceiveOptions,
 };
 
 /// The visibility timeout every model uses: ten virtual nanoseconds.

@@ -1,0 +1,65 @@
+//! Slot reuse and the generation (issue model 7: ABA).
+//!
+//! A queue with one slot: message A is in flight with receipt `a`. One thread
+//! acks `a` and, in the freed slot, sends B with a delay; the other uses `a`
+//! to extend and release, then moves the clock to A's old deadline and
+//! receives. The generation is what tells A's receipt and A's ready and timer
+//! entries from B's. Invariant: exactly one of {the ack, the release} ends
+//! A's attempt; nothing done with `a` or with A's entries ever reaches B: B is
+//! not delivered before its delay (A's stale expiry timer must not mature
+//! it), and B is neither lost nor delivered twice.
+#![cfg(loom)]
+
+use std::time::Duration;
+
+use loom::thread;
+use loom_tests::{Fixture, LeaseError, VISIBILITY, config, model, try_receive};
+
+const B_DELAY: Duration = Duration::from_nanos(20);
+
+#[test]
+fn old_receipt_and_entries_never_reach_the_slots_next_message() {
+    model("slot_reuse/aba", || {
+        let fixture = Fixture::new(config(1, 1));
+        let a_id = fixture.send(b"a");
+        let a = fixture.receive_one();
+
+        let acker = {
+            let queue = fixture.queue.clone();
+            thread::spawn(move || {
+                let acked = queue.ack(&a.receipt);
+                let b = acked.is_ok().then(|| queue.send_with(&b"b"[..], B_DELAY));
+                (acked, b)
+            })
+        };
+        let old_hand = {
+            let fixture = fixture.clone();
+            thread::spawn(move || {
+                let extended = fixture.queue.extend(&a.receipt, VISIBILITY);
+                let released = fixture.queue.release(&a.receipt, Duration::ZERO);
+                fixture.advance(VISIBILITY);
+                (extended, released, try_receive(&fixture.queue))
+            })
+        };
+        let (acked, b_sent) = acker.join().unwrap();
+        let (extended, released, received) = old_hand.join().unwrap();
+
+        assert!(acked.is_ok() != released.is_ok(), "A's attempt ended {acked:?} / {released:?}");
+        for refused in [&acked, &released].into_iter().filter_map(|r| r.as_ref().err()) {
+            assert_eq!(*refused, LeaseError::Stale, "the other attempt already ended A's lease");
+        }
+        assert!(matches!(extended, Ok(_) | Err(LeaseError::Stale)), "extend: {extended:?}");
+        let b_id = b_sent.map(|sent| sent.expect("the ack freed the only slot"));
+        if let Some(got) = &received {
+            assert_eq!(got.id, a_id, "B was delivered before its delay ended (or A's receipt reached B)");
+            assert!(released.is_ok(), "A is receivable again only after its release");
+        }
+
+        // What is left: B (once, after its delay) if A was acked; else A.
+        let left: Vec<_> = fixture.drain().into_iter().map(|d| d.id).collect();
+        match b_id {
+            Some(b_id) => assert_eq!(left, vec![b_id], "B lost or duplicated"),
+            None => assert_eq!(left, vec![a_id], "released A lost or duplicated"),
+        }
+    });
+}
