@@ -109,23 +109,46 @@ pub fn try_receive(queue: &Queue) -> Option<Delivery> {
     got.pop()
 }
 
-/// Runs `body` under `loom::model`, then prints how many executions it took
-/// and how long (the figures docs/loom.md records).
-pub fn model<F>(name: &str, body: F)
+/// How much of a model's schedule space loom explores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// Every interleaving (no preemption bound): the model is exhaustive.
+    Exhaustive,
+    /// Every interleaving with at most this many preemptions per execution
+    /// (for models whose full space takes too long for CI).
+    Preemptions(usize),
+}
+
+/// Runs `body` under loom with the model's recorded `bound` (docs/loom.md),
+/// unless `LOOM_MAX_PREEMPTIONS` is set, which overrides it for every model.
+/// Prints how many executions were explored and how long it took.
+pub fn model<F>(name: &str, bound: Bound, body: F)
 where
     F: Fn() + Sync + Send + 'static,
 {
+    let mut builder = loom::model::Builder::new();
+    let overridden = builder.preemption_bound.is_some();
+    if !overridden {
+        builder.preemption_bound = match bound {
+            Bound::Exhaustive => None,
+            Bound::Preemptions(n) => Some(n),
+        };
+    }
     let executions = std::sync::Arc::new(AtomicUsize::new(0));
     let counted = executions.clone();
     let started = Instant::now();
-    loom::model(move || {
+    builder.check(move || {
         counted.fetch_add(1, Ordering::Relaxed);
         body();
     });
+    let bound = match builder.preemption_bound {
+        None => "none (exhaustive)".to_string(),
+        Some(n) if overridden => format!("{n} (LOOM_MAX_PREEMPTIONS)"),
+        Some(n) => n.to_string(),
+    };
     println!(
-        "loom model {name}: {} executions in {:.2?} (LOOM_MAX_PREEMPTIONS={})",
+        "loom model {name}: {} executions in {:.2?}, preemption bound {bound}",
         executions.load(Ordering::Relaxed),
         started.elapsed(),
-        std::env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "unbounded".into()),
     );
 }

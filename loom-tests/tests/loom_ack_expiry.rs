@@ -10,7 +10,7 @@
 #![cfg(loom)]
 
 use loom::thread;
-use loom_tests::{Fixture, LateAck, LeaseError, VISIBILITY, config, model, try_receive};
+use loom_tests::{Bound, Fixture, LateAck, LeaseError, VISIBILITY, config, model, try_receive};
 
 fn ack_vs_expiry(late_ack: LateAck) {
     let fixture = Fixture::new(leaseq::QueueConfig { late_ack, ..config(1, 1) });
@@ -48,10 +48,10 @@ fn ack_vs_expiry(late_ack: LateAck) {
 
 #[test]
 fn ack_vs_expiry_late_ack_accepted() {
-    model("ack_vs_expiry/accept", || ack_vs_expiry(LateAck::AcceptIfNotRedelivered));
+    model("ack_vs_expiry/accept", Bound::Exhaustive, || ack_vs_expiry(LateAck::AcceptIfNotRedelivered));
 }
 
 #[test]
 fn ack_vs_expiry_late_ack_rejected() {
-    model("ack_vs_expiry/reject", || ack_vs_expiry(LateAck::Reject));
+    model("ack_vs_expiry/reject", Bound::Exhaustive, || ack_vs_expiry(LateAck::Reject));
 }

@@ -8,11 +8,11 @@
 #![cfg(loom)]
 
 use loom::thread;
-use loom_tests::{DeadLetterReason, Fixture, LeaseError, VISIBILITY, config, model, try_receive};
+use loom_tests::{Bound, DeadLetterReason, Fixture, LeaseError, VISIBILITY, config, model, try_receive};
 
 #[test]
 fn expiry_at_ceiling_vs_late_ack() {
-    model("dead_letter/ceiling_vs_late_ack", || {
+    model("dead_letter/ceiling_vs_late_ack", Bound::Exhaustive, || {
         let fixture = Fixture::new(leaseq::QueueConfig {
             max_receives: Some(1),
             dead_letter_queue: Some("dlq".into()),

@@ -13,11 +13,11 @@
 use std::time::Duration;
 
 use loom::thread;
-use loom_tests::{Fixture, LeaseError, VISIBILITY, config, model, try_receive};
+use loom_tests::{Bound, Fixture, LeaseError, VISIBILITY, config, model, try_receive};
 
 #[test]
 fn extend_vs_expiry() {
-    model("extend_vs_expiry", || {
+    model("extend_vs_expiry", Bound::Exhaustive, || {
         let fixture = Fixture::new(config(1, 1));
         let id = fixture.send(b"m");
         let first = fixture.receive_one();

@@ -7,7 +7,7 @@
 #![cfg(loom)]
 
 use loom::thread;
-use loom_tests::{Fixture, config, model, try_receive};
+use loom_tests::{Bound, Fixture, config, model, try_receive};
 
 fn spawn_receiver(fixture: &Fixture) -> thread::JoinHandle<Option<leaseq::Delivery>> {
     let queue = fixture.queue.clone();
@@ -16,7 +16,7 @@ fn spawn_receiver(fixture: &Fixture) -> thread::JoinHandle<Option<leaseq::Delive
 
 #[test]
 fn two_receivers_one_message() {
-    model("receive/two_receivers_one_message", || {
+    model("receive/two_receivers_one_message", Bound::Exhaustive, || {
         let fixture = Fixture::new(config(2, 2));
         let id = fixture.send(b"m");
         let first = spawn_receiver(&fixture);
@@ -32,7 +32,7 @@ fn two_receivers_one_message() {
 
 #[test]
 fn two_receivers_two_messages_on_two_shards() {
-    model("receive/two_receivers_two_shards", || {
+    model("receive/two_receivers_two_shards", Bound::Exhaustive, || {
         let fixture = Fixture::new(config(2, 2));
         // One slot per shard: the second send lands on the other shard.
         let ids = [fixture.send(b"m0"), fixture.send(b"m1")];

@@ -8,12 +8,12 @@
 #![cfg(loom)]
 
 use loom::thread;
-use loom_tests::{Fixture, LeaseError, VISIBILITY, config, model, try_receive};
+use loom_tests::{Bound, Fixture, LeaseError, VISIBILITY, config, model, try_receive};
 
 /// A's lease ran out and B already holds the message: A's and B's acks race.
 #[test]
 fn stale_ack_races_current_ack() {
-    model("redelivery/stale_vs_current_ack", || {
+    model("redelivery/stale_vs_current_ack", Bound::Exhaustive, || {
         let fixture = Fixture::new(config(1, 1));
         let id = fixture.send(b"m");
         let a = fixture.receive_one();
@@ -42,7 +42,7 @@ fn stale_ack_races_current_ack() {
 /// acks whatever it got.
 #[test]
 fn late_ack_races_redelivery() {
-    model("redelivery/late_ack_vs_redelivery", || {
+    model("redelivery/late_ack_vs_redelivery", Bound::Exhaustive, || {
         let fixture = Fixture::new(config(1, 1));
         let id = fixture.send(b"m");
         let a = fixture.receive_one();

@@ -8,13 +8,13 @@
 #![cfg(loom)]
 
 use loom::thread;
-use loom_tests::{Fixture, LeaseError, VISIBILITY, config, model, try_receive};
+use loom_tests::{Bound, Fixture, LeaseError, VISIBILITY, config, model, try_receive};
 
 /// The releaser's message sits on the main thread's home shard; the receiver's
 /// home is that shard or the other one (then it steals).
 #[test]
 fn release_vs_stealing_receive() {
-    model("release/vs_stealing_receive", || {
+    model("release/vs_stealing_receive", Bound::Exhaustive, || {
         let fixture = Fixture::new(config(2, 2));
         let id = fixture.send(b"m");
         let d = fixture.receive_one();
@@ -55,7 +55,7 @@ fn release_vs_stealing_receive() {
 /// made it ready (then the release succeeded and the message is ready after).
 #[test]
 fn release_vs_expiry() {
-    model("release/vs_expiry", || {
+    model("release/vs_expiry", Bound::Exhaustive, || {
         let fixture = Fixture::new(config(1, 1));
         let id = fixture.send(b"m");
         let d = fixture.receive_one();

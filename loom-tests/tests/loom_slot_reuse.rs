@@ -13,13 +13,13 @@
 use std::time::Duration;
 
 use loom::thread;
-use loom_tests::{Fixture, LeaseError, VISIBILITY, config, model, try_receive};
+use loom_tests::{Bound, Fixture, LeaseError, VISIBILITY, config, model, try_receive};
 
 const B_DELAY: Duration = Duration::from_nanos(20);
 
 #[test]
 fn old_receipt_and_entries_never_reach_the_slots_next_message() {
-    model("slot_reuse/aba", || {
+    model("slot_reuse/aba", Bound::Exhaustive, || {
         let fixture = Fixture::new(config(1, 1));
         let a_id = fixture.send(b"a");
         let a = fixture.receive_one();
@@ -61,5 +61,40 @@ fn old_receipt_and_entries_never_reach_the_slots_next_message() {
             Some(b_id) => assert_eq!(left, vec![b_id], "B lost or duplicated"),
             None => assert_eq!(left, vec![a_id], "released A lost or duplicated"),
         }
+    });
+}
+
+/// Two consumers each ack their message and send a new one into the freed
+/// slot: the slab's free list (a tagged Treiber stack) is pushed and popped
+/// concurrently. Invariant: every send finds a slot (one was freed for it),
+/// no slot is handed to two messages, and exactly the new messages remain.
+#[test]
+fn concurrent_free_and_reuse_hand_each_slot_to_one_message() {
+    model("slot_reuse/free_list", Bound::Preemptions(3), || {
+        let fixture = Fixture::new(config(2, 1));
+        fixture.send(b"a");
+        fixture.send(b"b");
+        let (a, b) = (fixture.receive_one(), fixture.receive_one());
+        let consumers: Vec<_> = [(a, &b"c"[..]), (b, &b"d"[..])]
+            .into_iter()
+            .map(|(held, next)| {
+                let queue = fixture.queue.clone();
+                thread::spawn(move || {
+                    queue.ack(&held.receipt).expect("each consumer holds its own lease");
+                    queue.send(next).expect("the ack just freed a slot")
+                })
+            })
+            .collect();
+        let mut sent: Vec<_> = consumers.into_iter().map(|c| c.join().unwrap()).collect();
+        assert_ne!(sent[0], sent[1]);
+
+        let left = fixture.drain();
+        let payloads: Vec<_> = left.iter().map(|d| d.payload.as_ref()).collect();
+        assert_eq!(left.len(), 2, "a message was lost or duplicated: {payloads:?}");
+        assert!(payloads.contains(&&b"c"[..]) && payloads.contains(&&b"d"[..]), "{payloads:?}");
+        let mut ids: Vec<_> = left.iter().map(|d| d.id).collect();
+        ids.sort();
+        sent.sort();
+        assert_eq!(ids, sent);
     });
 }

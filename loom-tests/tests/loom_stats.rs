@@ -9,11 +9,11 @@
 #![cfg(loom)]
 
 use loom::thread;
-use loom_tests::{Fixture, config, model, try_receive};
+use loom_tests::{Bound, Fixture, config, model, try_receive};
 
 #[test]
 fn stats_read_concurrently_stay_within_what_happened() {
-    model("stats/concurrent_read", || {
+    model("stats/concurrent_read", Bound::Preemptions(3), || {
         let fixture = Fixture::new(config(1, 1));
         let sender = {
             let queue = fixture.queue.clone();

@@ -10,11 +10,11 @@
 use std::time::Duration;
 
 use loom::thread;
-use loom_tests::{Fixture, VISIBILITY, config, model, try_receive};
+use loom_tests::{Bound, Fixture, VISIBILITY, config, model, try_receive};
 
 #[test]
 fn deadline_scheduled_during_a_drain_is_not_lost() {
-    model("timers/schedule_vs_drain", || {
+    model("timers/schedule_vs_drain", Bound::Preemptions(3), || {
         let fixture = Fixture::new(config(2, 1));
         let first = fixture.send(b"m0");
         let second = fixture.send(b"m1");
