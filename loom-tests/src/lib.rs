@@ -11,6 +11,7 @@
 //! `ManualClock`, and a wrapper around `loom::model` that reports how many
 //! executions a model explored (docs/loom.md records those figures).
 #![cfg(loom)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -151,4 +152,35 @@ where
         executions.load(Ordering::Relaxed),
         started.elapsed(),
     );
+}
+
+/// The outcomes a model's executions reached, kept across executions, so a
+/// model can assert that every outcome of its race really occurred: a model
+/// whose threads never actually raced would pass its invariants vacuously.
+#[derive(Debug)]
+pub struct Outcomes(std::sync::Mutex<std::collections::BTreeSet<&'static str>>);
+
+impl Outcomes {
+    /// No outcome seen yet (for a `static` in the test).
+    pub const fn new() -> Self {
+        Outcomes(std::sync::Mutex::new(std::collections::BTreeSet::new()))
+    }
+
+    /// Records that an execution ended in `outcome`.
+    pub fn saw(&self, outcome: &'static str) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(outcome);
+    }
+
+    /// Panics unless exactly `expected` were seen over all executions.
+    pub fn assert_exactly(&self, expected: &[&'static str]) {
+        let seen = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let expected: std::collections::BTreeSet<_> = expected.iter().copied().collect();
+        assert_eq!(*seen, expected, "the model's executions did not reach every outcome of the race");
+    }
+}
+
+impl Default for Outcomes {
+    fn default() -> Self {
+        Self::new()
+    }
 }

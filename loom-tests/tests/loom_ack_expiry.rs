@@ -10,9 +10,9 @@
 #![cfg(loom)]
 
 use loom::thread;
-use loom_tests::{Bound, Fixture, LateAck, LeaseError, VISIBILITY, config, model, try_receive};
+use loom_tests::{Bound, Fixture, LateAck, LeaseError, Outcomes, VISIBILITY, config, model, try_receive};
 
-fn ack_vs_expiry(late_ack: LateAck) {
+fn ack_vs_expiry(late_ack: LateAck, seen: &Outcomes) {
     let fixture = Fixture::new(leaseq::QueueConfig { late_ack, ..config(1, 1) });
     let id = fixture.send(b"m");
     let first = fixture.receive_one();
@@ -32,11 +32,13 @@ fn ack_vs_expiry(late_ack: LateAck) {
     let redelivered = expirer.join().unwrap();
 
     match (&acked, &redelivered) {
-        (Ok(()), None) => {}
+        (Ok(()), None) if fixture.queue.stats().late_acks == 1 => seen.saw("acked late"),
+        (Ok(()), None) => seen.saw("acked on time"),
         (Err(LeaseError::Stale), Some(d)) => {
             assert_eq!((d.id, d.delivery_count), (id, 2), "the redelivery is the same message's second attempt");
+            seen.saw("redelivered, ack stale");
         }
-        (Err(LeaseError::Expired), Some(_)) if late_ack == LateAck::Reject => {}
+        (Err(LeaseError::Expired), Some(_)) if late_ack == LateAck::Reject => seen.saw("redelivered, late ack refused"),
         other => panic!("ack and expiry must have exactly one winner, got {other:?}"),
     }
     let stats = fixture.queue.stats();
@@ -48,10 +50,14 @@ fn ack_vs_expiry(late_ack: LateAck) {
 
 #[test]
 fn ack_vs_expiry_late_ack_accepted() {
-    model("ack_vs_expiry/accept", Bound::Exhaustive, || ack_vs_expiry(LateAck::AcceptIfNotRedelivered));
+    static SEEN: Outcomes = Outcomes::new();
+    model("ack_vs_expiry/accept", Bound::Exhaustive, || ack_vs_expiry(LateAck::AcceptIfNotRedelivered, &SEEN));
+    SEEN.assert_exactly(&["acked late", "acked on time", "redelivered, ack stale"]);
 }
 
 #[test]
 fn ack_vs_expiry_late_ack_rejected() {
-    model("ack_vs_expiry/reject", Bound::Exhaustive, || ack_vs_expiry(LateAck::Reject));
+    static SEEN: Outcomes = Outcomes::new();
+    model("ack_vs_expiry/reject", Bound::Exhaustive, || ack_vs_expiry(LateAck::Reject, &SEEN));
+    SEEN.assert_exactly(&["acked on time", "redelivered, ack stale", "redelivered, late ack refused"]);
 }

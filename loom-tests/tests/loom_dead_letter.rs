@@ -8,10 +8,11 @@
 #![cfg(loom)]
 
 use loom::thread;
-use loom_tests::{Bound, DeadLetterReason, Fixture, LeaseError, VISIBILITY, config, model, try_receive};
+use loom_tests::{Bound, DeadLetterReason, Fixture, LeaseError, Outcomes, VISIBILITY, config, model, try_receive};
 
 #[test]
 fn expiry_at_ceiling_vs_late_ack() {
+    static SEEN: Outcomes = Outcomes::new();
     model("dead_letter/ceiling_vs_late_ack", Bound::Exhaustive, || {
         let fixture = Fixture::new(leaseq::QueueConfig {
             max_receives: Some(1),
@@ -38,12 +39,13 @@ fn expiry_at_ceiling_vs_late_ack() {
         let dlq = fixture.dead_letters.as_ref().expect("configured");
         let dead = try_receive(dlq);
         match (&acked, &dead) {
-            (Ok(()), None) => {}
+            (Ok(()), None) => SEEN.saw("acked"),
             (Err(LeaseError::Stale), Some(dead)) => {
                 assert_eq!(dead.id, id, "the dead letter keeps the message id");
                 let record = dead.dead_letter.as_ref().expect("a dead letter carries its record");
                 assert_eq!(record.reason, DeadLetterReason::Expired);
                 assert_eq!(record.delivery_count, 1);
+                SEEN.saw("dead-lettered");
             }
             other => panic!("ack and dead-lettering must have exactly one winner, got {other:?}"),
         }
@@ -51,4 +53,5 @@ fn expiry_at_ceiling_vs_late_ack() {
         assert_eq!(stats.acked + stats.dead_lettered, 1, "{stats:?}");
         assert!(fixture.drain().is_empty(), "the message stayed on its queue");
     });
+    SEEN.assert_exactly(&["acked", "dead-lettered"]);
 }

@@ -7,7 +7,7 @@
 #![cfg(loom)]
 
 use loom::thread;
-use loom_tests::{Bound, Fixture, config, model, try_receive};
+use loom_tests::{Bound, Fixture, Outcomes, config, model, try_receive};
 
 fn spawn_receiver(fixture: &Fixture) -> thread::JoinHandle<Option<leaseq::Delivery>> {
     let queue = fixture.queue.clone();
@@ -16,18 +16,22 @@ fn spawn_receiver(fixture: &Fixture) -> thread::JoinHandle<Option<leaseq::Delive
 
 #[test]
 fn two_receivers_one_message() {
+    static SEEN: Outcomes = Outcomes::new();
     model("receive/two_receivers_one_message", Bound::Exhaustive, || {
         let fixture = Fixture::new(config(2, 2));
         let id = fixture.send(b"m");
         let first = spawn_receiver(&fixture);
         let second = spawn_receiver(&fixture);
-        let got: Vec<_> = [first.join().unwrap(), second.join().unwrap()].into_iter().flatten().collect();
+        let (first, second) = (first.join().unwrap(), second.join().unwrap());
+        SEEN.saw(if first.is_some() { "first receiver won" } else { "second receiver won" });
+        let got: Vec<_> = [first, second].into_iter().flatten().collect();
 
         assert_eq!(got.len(), 1, "one ready message, {} deliveries", got.len());
         assert_eq!((got[0].id, got[0].delivery_count), (id, 1));
         let stats = fixture.queue.stats();
         assert_eq!((stats.received, stats.ready, stats.in_flight), (1, 0, 1));
     });
+    SEEN.assert_exactly(&["first receiver won", "second receiver won"]);
 }
 
 #[test]

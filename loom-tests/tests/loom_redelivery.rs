@@ -8,7 +8,7 @@
 #![cfg(loom)]
 
 use loom::thread;
-use loom_tests::{Bound, Fixture, LeaseError, VISIBILITY, config, model, try_receive};
+use loom_tests::{Bound, Fixture, LeaseError, Outcomes, VISIBILITY, config, model, try_receive};
 
 /// A's lease ran out and B already holds the message: A's and B's acks race.
 #[test]
@@ -42,6 +42,7 @@ fn stale_ack_races_current_ack() {
 /// acks whatever it got.
 #[test]
 fn late_ack_races_redelivery() {
+    static SEEN: Outcomes = Outcomes::new();
     model("redelivery/late_ack_vs_redelivery", Bound::Exhaustive, || {
         let fixture = Fixture::new(config(1, 1));
         let id = fixture.send(b"m");
@@ -61,12 +62,19 @@ fn late_ack_races_redelivery() {
 
         match (&a_acked, &b_got) {
             // A was first: a late ack, accepted because nobody received it since.
-            (Ok(()), None) => assert_eq!(fixture.queue.stats().late_acks, 1),
+            (Ok(()), None) => {
+                assert_eq!(fixture.queue.stats().late_acks, 1);
+                SEEN.saw("late ack won");
+            }
             // B was first: A's receipt is stale, B's acks.
-            (Err(LeaseError::Stale), Some((got, 2, Ok(())))) => assert_eq!(*got, id),
+            (Err(LeaseError::Stale), Some((got, 2, Ok(())))) => {
+                assert_eq!(*got, id);
+                SEEN.saw("redelivery won");
+            }
             other => panic!("exactly one attempt may complete the message, got {other:?}"),
         }
         assert_eq!(fixture.queue.stats().acked, 1);
         assert!(fixture.drain().is_empty(), "the message is gone exactly once");
     });
+    SEEN.assert_exactly(&["late ack won", "redelivery won"]);
 }

@@ -13,12 +13,13 @@
 use std::time::Duration;
 
 use loom::thread;
-use loom_tests::{Bound, Fixture, LeaseError, VISIBILITY, config, model, try_receive};
+use loom_tests::{Bound, Fixture, LeaseError, Outcomes, VISIBILITY, config, model, try_receive};
 
 const B_DELAY: Duration = Duration::from_nanos(20);
 
 #[test]
 fn old_receipt_and_entries_never_reach_the_slots_next_message() {
+    static SEEN: Outcomes = Outcomes::new();
     model("slot_reuse/aba", Bound::Exhaustive, || {
         let fixture = Fixture::new(config(1, 1));
         let a_id = fixture.send(b"a");
@@ -56,12 +57,23 @@ fn old_receipt_and_entries_never_reach_the_slots_next_message() {
         }
 
         // What is left: B (once, after its delay) if A was acked; else A.
+        SEEN.saw(match (&b_id, &received, &extended) {
+            (Some(_), _, Ok(_)) => "extended, then acked and B sent",
+            (Some(_), _, Err(_)) => "acked and B sent, then old receipt refused",
+            (None, Some(_), _) => "released and A received again",
+            (None, None, _) => panic!("A, released before the clock moved, was not there for the same thread"),
+        });
         let left: Vec<_> = fixture.drain().into_iter().map(|d| d.id).collect();
         match b_id {
             Some(b_id) => assert_eq!(left, vec![b_id], "B lost or duplicated"),
             None => assert_eq!(left, vec![a_id], "released A lost or duplicated"),
         }
     });
+    SEEN.assert_exactly(&[
+        "acked and B sent, then old receipt refused",
+        "extended, then acked and B sent",
+        "released and A received again",
+    ]);
 }
 
 /// Two consumers each ack their message and send a new one into the freed

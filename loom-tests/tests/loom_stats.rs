@@ -9,10 +9,11 @@
 #![cfg(loom)]
 
 use loom::thread;
-use loom_tests::{Bound, Fixture, config, model, try_receive};
+use loom_tests::{Bound, Fixture, Outcomes, config, model, try_receive};
 
 #[test]
 fn stats_read_concurrently_stay_within_what_happened() {
+    static SEEN: Outcomes = Outcomes::new();
     model("stats/concurrent_read", Bound::Preemptions(3), || {
         let fixture = Fixture::new(config(1, 1));
         let sender = {
@@ -36,10 +37,17 @@ fn stats_read_concurrently_stay_within_what_happened() {
         assert!(seen.ready <= 1 && seen.in_flight <= 1 && seen.delayed == 0, "{seen:?}");
         assert_eq!((seen.expired, seen.released, seen.stale_acks), (0, 0, 0), "{seen:?}");
 
+        SEEN.saw(match (consumed.is_some(), seen.sent, seen.acked) {
+            (false, ..) => "consumer found nothing",
+            (true, 0, _) => "read before the send",
+            (true, 1, 0) => "read mid-way",
+            (true, _, _) => "read after the ack",
+        });
         let done = fixture.queue.stats();
         let received = u64::from(consumed.is_some());
         assert_eq!(consumed, consumed.and(Some(true)), "the consumer's ack was refused");
         assert_eq!((done.sent, done.received, done.acked), (1, received, received), "{done:?}");
         assert_eq!((done.ready, done.in_flight), (1 - received, 0), "{done:?}");
     });
+    SEEN.assert_exactly(&["consumer found nothing", "read after the ack", "read before the send", "read mid-way"]);
 }

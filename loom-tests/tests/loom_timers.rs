@@ -10,10 +10,11 @@
 use std::time::Duration;
 
 use loom::thread;
-use loom_tests::{Bound, Fixture, VISIBILITY, config, model, try_receive};
+use loom_tests::{Bound, Fixture, Outcomes, VISIBILITY, config, model, try_receive};
 
 #[test]
 fn deadline_scheduled_during_a_drain_is_not_lost() {
+    static SEEN: Outcomes = Outcomes::new();
     model("timers/schedule_vs_drain", Bound::Preemptions(3), || {
         let fixture = Fixture::new(config(2, 1));
         let first = fixture.send(b"m0");
@@ -43,10 +44,16 @@ fn deadline_scheduled_during_a_drain_is_not_lost() {
         // receiver got m1, at time 0 or at VISIBILITY.
         let (id, deadline) = m1.expect("a message was ready for the receiver");
         assert_eq!(id, second, "FIFO: m1 was ready first");
+        SEEN.saw(if deadline == VISIBILITY.as_nanos() as u64 {
+            "received before the clock moved"
+        } else {
+            "received after"
+        });
         let now = fixture.clock_now();
         fixture.advance(Duration::from_nanos(deadline - now));
         let stats = fixture.queue.stats();
         assert_eq!(stats.expired, 2, "a lease scheduled during a drain never expired: {stats:?}");
         assert_eq!(stats.in_flight, 0, "{stats:?}");
     });
+    SEEN.assert_exactly(&["received after", "received before the clock moved"]);
 }
