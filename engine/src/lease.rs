@@ -22,6 +22,12 @@
 
 use crate::sync::{AtomicU64, Ordering, busy_wait};
 
+/// Loom builds read the mutant name loom-tests/ci.sh sets (see
+/// `loom-tests/mutant-rustc.sh`), so cargo rebuilds this crate when the
+/// mutant changes. Normal builds never look at it.
+#[cfg(loom)]
+const _MUTANT: Option<&str> = option_env!("LEASEQ_MUTANT");
+
 /// What a slot holds right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -168,7 +174,9 @@ impl LeaseWord {
         let mut spins = 0;
         loop {
             let word = self.load();
-            if word.phase() != Phase::Claimed {
+            // The mutant (loom-tests only) is the bug loom found: judging an
+            // entry by a word that is mid-transition.
+            if word.phase() != Phase::Claimed || cfg!(leaseq_mutant = "unsettled_load") {
                 return word;
             }
             busy_wait(&mut spins);
@@ -198,19 +206,21 @@ impl LeaseWord {
                 return Err(Refusal::Mismatch(current));
             }
             let claimed = Word::new(current.generation(), Phase::Claimed);
-            // Mutant (loom-tests only): the claim as a load-then-store, so two
-            // threads that saw the same word can both believe they own it.
-            #[cfg(leaseq_mutant = "cas_as_store")]
-            {
-                self.word.store(claimed.0, Ordering::Release);
-                return Ok(Claim { lease: self, before: current, done: false });
-            }
             // AcqRel on success: Acquire takes ownership of the fields the last
             // publisher wrote; Release is not needed for the fields (the claimer
             // writes them later and publishes with Release) but keeps the claim
             // itself ordered after our earlier loads for the loom model.
             // Acquire on failure: we re-examine the word we saw.
-            match self.word.compare_exchange_weak(current.0, claimed.0, Ordering::AcqRel, Ordering::Acquire) {
+            #[cfg(not(leaseq_mutant = "cas_as_store"))]
+            let swapped = self.word.compare_exchange_weak(current.0, claimed.0, Ordering::AcqRel, Ordering::Acquire);
+            // Mutant (loom-tests only): the claim as a load-then-store, so two
+            // threads that saw the same word can both believe they own it.
+            #[cfg(leaseq_mutant = "cas_as_store")]
+            let swapped = {
+                self.word.store(claimed.0, Ordering::Release);
+                Ok::<u64, u64>(current.0)
+            };
+            match swapped {
                 Ok(_) => {
                     return Ok(Claim { lease: self, before: current, done: false });
                 }

@@ -156,7 +156,7 @@ impl ShardStats {
     /// the module invariant).
     #[inline]
     pub(crate) fn add(&self, counter: Counter, n: u64) {
-        self.counters[counter as usize].fetch_add(n, Ordering::Release);
+        self.counters[counter as usize].fetch_add(n, COUNTER_WRITE);
     }
 
     #[inline]
@@ -165,9 +165,22 @@ impl ShardStats {
     }
 
     pub(crate) fn get(&self, counter: Counter) -> u64 {
-        self.counters[counter as usize].load(Ordering::Acquire)
+        self.counters[counter as usize].load(COUNTER_READ)
     }
 }
+
+/// Counter increments: Release (see `ShardStats::add`).
+#[cfg(not(leaseq_mutant = "relaxed_stats"))]
+const COUNTER_WRITE: Ordering = Ordering::Release;
+/// Counter reads: Acquire (see `CounterSums::read`).
+#[cfg(not(leaseq_mutant = "relaxed_stats"))]
+const COUNTER_READ: Ordering = Ordering::Acquire;
+// Mutant (loom-tests only): counters ordered with nothing, so a reader can see
+// an outflow without the inflow that preceded it.
+#[cfg(leaseq_mutant = "relaxed_stats")]
+const COUNTER_WRITE: Ordering = Ordering::Relaxed;
+#[cfg(leaseq_mutant = "relaxed_stats")]
+const COUNTER_READ: Ordering = Ordering::Relaxed;
 
 /// Sums counters across shards in the order the gauges need.
 #[derive(Debug, Default, Clone, Copy)]
@@ -187,7 +200,7 @@ impl CounterSums {
             if OUTFLOWS.iter().any(|c| *c as usize == index) {
                 continue;
             }
-            *sum = shards.clone().map(|s| s.counters[index].load(Ordering::Acquire)).sum();
+            *sum = shards.clone().map(|s| s.counters[index].load(COUNTER_READ)).sum();
         }
         CounterSums(sums)
     }
@@ -197,7 +210,13 @@ impl CounterSums {
     }
 
     fn gauge(&self, inflow: Counter, outflow: Counter) -> u64 {
-        self.get(inflow).saturating_sub(self.get(outflow))
+        let (inflow, outflow) = (self.get(inflow), self.get(outflow));
+        // The read order in `read` makes a negative gauge impossible; checked
+        // where it costs nothing that matters (debug builds, the loom models,
+        // whose stats model relies on this assertion).
+        #[cfg(any(debug_assertions, loom))]
+        assert!(outflow <= inflow, "a gauge read negative: {outflow} out, {inflow} in");
+        inflow.saturating_sub(outflow)
     }
 }
 

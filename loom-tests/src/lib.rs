@@ -11,13 +11,14 @@
 //! `ManualClock`, and a wrapper around `loom::model` that reports how many
 //! executions a model explored (docs/loom.md records those figures).
 #![cfg(loom)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 pub use leaseq::{
-    Backoff, Delivery, Engine, Error, LateAck, LeaseError, ManualClock, MessageId, Queue, QueueConfig, QueueStats,
-    Receipt, ReceiveOptions,
+    Backoff, DeadLetterReason, Delivery, Engine, Error, LateAck, LeaseError, ManualClock, MessageId, Queue,
+    QueueConfig, QueueStats, Receipt, ReceiveOptions,
 };
 
 /// The visibility timeout every model uses: ten virtual nanoseconds.
@@ -109,23 +110,77 @@ pub fn try_receive(queue: &Queue) -> Option<Delivery> {
     got.pop()
 }
 
-/// Runs `body` under `loom::model`, then prints how many executions it took
-/// and how long (the figures docs/loom.md records).
-pub fn model<F>(name: &str, body: F)
+/// How much of a model's schedule space loom explores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// Every interleaving (no preemption bound): the model is exhaustive.
+    Exhaustive,
+    /// Every interleaving with at most this many preemptions per execution
+    /// (for models whose full space takes too long for CI).
+    Preemptions(usize),
+}
+
+/// Runs `body` under loom with the model's recorded `bound` (docs/loom.md),
+/// unless `LOOM_MAX_PREEMPTIONS` is set, which overrides it for every model.
+/// Prints how many executions were explored and how long it took.
+pub fn model<F>(name: &str, bound: Bound, body: F)
 where
     F: Fn() + Sync + Send + 'static,
 {
+    let mut builder = loom::model::Builder::new();
+    let overridden = builder.preemption_bound.is_some();
+    if !overridden {
+        builder.preemption_bound = match bound {
+            Bound::Exhaustive => None,
+            Bound::Preemptions(n) => Some(n),
+        };
+    }
     let executions = std::sync::Arc::new(AtomicUsize::new(0));
     let counted = executions.clone();
     let started = Instant::now();
-    loom::model(move || {
+    builder.check(move || {
         counted.fetch_add(1, Ordering::Relaxed);
         body();
     });
+    let bound = match builder.preemption_bound {
+        None => "none (exhaustive)".to_string(),
+        Some(n) if overridden => format!("{n} (LOOM_MAX_PREEMPTIONS)"),
+        Some(n) => n.to_string(),
+    };
     println!(
-        "loom model {name}: {} executions in {:.2?} (LOOM_MAX_PREEMPTIONS={})",
+        "loom model {name}: {} executions in {:.2?}, preemption bound {bound}",
         executions.load(Ordering::Relaxed),
         started.elapsed(),
-        std::env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "unbounded".into()),
     );
+}
+
+/// The outcomes a model's executions reached, kept across executions, so a
+/// model can assert that every outcome of its race really occurred: a model
+/// whose threads never actually raced would pass its invariants vacuously.
+#[derive(Debug)]
+pub struct Outcomes(std::sync::Mutex<std::collections::BTreeSet<&'static str>>);
+
+impl Outcomes {
+    /// No outcome seen yet (for a `static` in the test).
+    pub const fn new() -> Self {
+        Outcomes(std::sync::Mutex::new(std::collections::BTreeSet::new()))
+    }
+
+    /// Records that an execution ended in `outcome`.
+    pub fn saw(&self, outcome: &'static str) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(outcome);
+    }
+
+    /// Panics unless exactly `expected` were seen over all executions.
+    pub fn assert_exactly(&self, expected: &[&'static str]) {
+        let seen = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let expected: std::collections::BTreeSet<_> = expected.iter().copied().collect();
+        assert_eq!(*seen, expected, "the model's executions did not reach every outcome of the race");
+    }
+}
+
+impl Default for Outcomes {
+    fn default() -> Self {
+        Self::new()
+    }
 }

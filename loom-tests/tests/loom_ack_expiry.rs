@@ -10,9 +10,9 @@
 #![cfg(loom)]
 
 use loom::thread;
-use loom_tests::{Fixture, LateAck, LeaseError, VISIBILITY, config, model, try_receive};
+use loom_tests::{Bound, Fixture, LateAck, LeaseError, Outcomes, VISIBILITY, config, model, try_receive};
 
-fn ack_vs_expiry(late_ack: LateAck) {
+fn ack_vs_expiry(late_ack: LateAck, seen: &Outcomes) {
     let fixture = Fixture::new(leaseq::QueueConfig { late_ack, ..config(1, 1) });
     let id = fixture.send(b"m");
     let first = fixture.receive_one();
@@ -32,11 +32,13 @@ fn ack_vs_expiry(late_ack: LateAck) {
     let redelivered = expirer.join().unwrap();
 
     match (&acked, &redelivered) {
-        (Ok(()), None) => {}
+        (Ok(()), None) if fixture.queue.stats().late_acks == 1 => seen.saw("acked late"),
+        (Ok(()), None) => seen.saw("acked on time"),
         (Err(LeaseError::Stale), Some(d)) => {
             assert_eq!((d.id, d.delivery_count), (id, 2), "the redelivery is the same message's second attempt");
+            seen.saw("redelivered, ack stale");
         }
-        (Err(LeaseError::Expired), Some(_)) if late_ack == LateAck::Reject => {}
+        (Err(LeaseError::Expired), Some(_)) if late_ack == LateAck::Reject => seen.saw("redelivered, late ack refused"),
         other => panic!("ack and expiry must have exactly one winner, got {other:?}"),
     }
     let stats = fixture.queue.stats();
@@ -48,10 +50,59 @@ fn ack_vs_expiry(late_ack: LateAck) {
 
 #[test]
 fn ack_vs_expiry_late_ack_accepted() {
-    model("ack_vs_expiry/accept", || ack_vs_expiry(LateAck::AcceptIfNotRedelivered));
+    static SEEN: Outcomes = Outcomes::new();
+    model("ack_vs_expiry/accept", Bound::Exhaustive, || ack_vs_expiry(LateAck::AcceptIfNotRedelivered, &SEEN));
+    SEEN.assert_exactly(&["acked late", "acked on time", "redelivered, ack stale"]);
 }
 
 #[test]
 fn ack_vs_expiry_late_ack_rejected() {
-    model("ack_vs_expiry/reject", || ack_vs_expiry(LateAck::Reject));
+    static SEEN: Outcomes = Outcomes::new();
+    model("ack_vs_expiry/reject", Bound::Exhaustive, || ack_vs_expiry(LateAck::Reject, &SEEN));
+    SEEN.assert_exactly(&["acked on time", "redelivered, ack stale", "redelivered, late ack refused"]);
+}
+
+/// The lease expired into a backoff delay (`Delayed|EXPIRED`); a late ack
+/// races the delay's end (the maturing timer) and a receive. Invariant:
+/// exactly one of {the late ack succeeds, the message is delivered again}.
+#[test]
+fn late_ack_vs_backoff_maturing() {
+    static SEEN: Outcomes = Outcomes::new();
+    model("ack_vs_expiry/late_ack_vs_backoff", Bound::Exhaustive, || {
+        let backoff = std::time::Duration::from_nanos(5);
+        let fixture = Fixture::new(leaseq::QueueConfig { backoff: leaseq::Backoff::Fixed(backoff), ..config(1, 1) });
+        let id = fixture.send(b"m");
+        let first = fixture.receive_one();
+        fixture.advance(VISIBILITY);
+        let stats = fixture.queue.stats();
+        assert_eq!((stats.expired, stats.delayed), (1, 1), "expired into its backoff");
+
+        let acker = {
+            let queue = fixture.queue.clone();
+            thread::spawn(move || queue.ack(&first.receipt))
+        };
+        let receiver = {
+            let fixture = fixture.clone();
+            thread::spawn(move || {
+                fixture.advance(backoff);
+                try_receive(&fixture.queue)
+            })
+        };
+        let acked = acker.join().unwrap();
+        let again = receiver.join().unwrap();
+        match (&acked, &again) {
+            (Ok(()), None) => SEEN.saw("late ack won"),
+            (Err(LeaseError::Stale), Some(d)) => {
+                assert_eq!((d.id, d.delivery_count), (id, 2));
+                SEEN.saw("matured and redelivered");
+            }
+            other => panic!("late ack and redelivery must have exactly one winner, got {other:?}"),
+        }
+        if let Some(d) = again {
+            fixture.queue.ack(&d.receipt).expect("the redelivery holds the only lease");
+        }
+        assert!(fixture.drain().is_empty(), "the message came back after being acked");
+        assert_eq!(fixture.queue.stats().acked, 1);
+    });
+    SEEN.assert_exactly(&["late ack won", "matured and redelivered"]);
 }

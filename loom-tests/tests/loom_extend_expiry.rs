@@ -13,11 +13,12 @@
 use std::time::Duration;
 
 use loom::thread;
-use loom_tests::{Fixture, LeaseError, VISIBILITY, config, model, try_receive};
+use loom_tests::{Bound, Fixture, LeaseError, Outcomes, VISIBILITY, config, model, try_receive};
 
 #[test]
 fn extend_vs_expiry() {
-    model("extend_vs_expiry", || {
+    static SEEN: Outcomes = Outcomes::new();
+    model("extend_vs_expiry", Bound::Exhaustive, || {
         let fixture = Fixture::new(config(1, 1));
         let id = fixture.send(b"m");
         let first = fixture.receive_one();
@@ -49,10 +50,12 @@ fn extend_vs_expiry() {
                 fixture.advance(Duration::from_nanos(1));
                 let again = try_receive(&fixture.queue).expect("the extended lease must still expire");
                 assert_eq!((again.id, again.delivery_count), (id, 2));
+                SEEN.saw("extended");
             }
             // Refused by the clock, or (once the message was delivered again)
             // as stale; either way the lease is over and the message is back.
-            (Err(LeaseError::Expired | LeaseError::Stale), Some(again)) => {
+            (Err(refused @ (LeaseError::Expired | LeaseError::Stale)), Some(again)) => {
+                SEEN.saw(if *refused == LeaseError::Expired { "refused as expired" } else { "refused as stale" });
                 assert_eq!((again.id, again.delivery_count), (id, 2));
                 fixture.queue.ack(&again.receipt).expect("the redelivery holds the only live lease");
                 assert_eq!(fixture.drain().len(), 0, "one message, delivered once more, then gone");
@@ -62,4 +65,5 @@ fn extend_vs_expiry() {
             other => panic!("extend and expiry must have exactly one winner, got {other:?}"),
         }
     });
+    SEEN.assert_exactly(&["extended", "refused as expired", "refused as stale"]);
 }

@@ -1,0 +1,59 @@
+//! The timer inbox and its `next_due` hint (the wheel inbox).
+//!
+//! A receive schedules its lease's expiry by pushing into the shard's inbox
+//! and lowering `next_due`; whoever runs due timers swaps `next_due` to
+//! "never", drains the inbox into the wheel and folds the wheel's next
+//! deadline back in. Invariant (no lost deadline): a lease scheduled while
+//! another thread is draining still expires on time.
+#![cfg(loom)]
+
+use std::time::Duration;
+
+use loom::thread;
+use loom_tests::{Bound, Fixture, Outcomes, VISIBILITY, config, model, try_receive};
+
+#[test]
+fn deadline_scheduled_during_a_drain_is_not_lost() {
+    static SEEN: Outcomes = Outcomes::new();
+    model("timers/schedule_vs_drain", Bound::Preemptions(3), || {
+        let fixture = Fixture::new(config(2, 1));
+        let first = fixture.send(b"m0");
+        let second = fixture.send(b"m1");
+        // m0's lease is due at VISIBILITY; the drain below fires it.
+        let m0 = fixture.receive_one();
+        assert_eq!(m0.id, first);
+
+        let receiver = {
+            let queue = fixture.queue.clone();
+            // Schedules m1's expiry (at VISIBILITY or 2 * VISIBILITY).
+            thread::spawn(move || try_receive(&queue).map(|d| (d.id, d.deadline.as_nanos())))
+        };
+        let drainer = {
+            let fixture = fixture.clone();
+            thread::spawn(move || {
+                fixture.advance(VISIBILITY);
+                // Applies due timers (drains the inbox) without receiving.
+                fixture.queue.stats().expired
+            })
+        };
+        let m1 = receiver.join().unwrap();
+        let expired_seen = drainer.join().unwrap();
+        assert!(expired_seen <= 2, "two leases, {expired_seen} expiries");
+
+        // m1's ready entry precedes any entry m0's expiry adds (FIFO), so the
+        // receiver got m1, at time 0 or at VISIBILITY.
+        let (id, deadline) = m1.expect("a message was ready for the receiver");
+        assert_eq!(id, second, "FIFO: m1 was ready first");
+        SEEN.saw(if deadline == VISIBILITY.as_nanos() as u64 {
+            "received before the clock moved"
+        } else {
+            "received after"
+        });
+        let now = fixture.clock_now();
+        fixture.advance(Duration::from_nanos(deadline - now));
+        let stats = fixture.queue.stats();
+        assert_eq!(stats.expired, 2, "a lease scheduled during a drain never expired: {stats:?}");
+        assert_eq!(stats.in_flight, 0, "{stats:?}");
+    });
+    SEEN.assert_exactly(&["received after", "received before the clock moved"]);
+}
