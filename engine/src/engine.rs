@@ -18,7 +18,7 @@ use crate::error::Error;
 use crate::queue::{Queue, QueueCore};
 use crate::receipt::{ReceiptKey, random_u64};
 use crate::shard::MAX_QUEUE_ORDINAL;
-use crate::sync::{Arc, AtomicU32, AtomicUsize, Mutex, Ordering, fence, lock};
+use crate::sync::{Arc, AtomicU32, Mutex, Ordering, StatCountUsize, fence, lock};
 
 /// What every queue of an engine shares.
 #[derive(Debug)]
@@ -28,7 +28,7 @@ pub(crate) struct EngineShared {
     pub(crate) clock: Box<dyn Clock>,
     pub(crate) tick_shift: u32,
     /// Long-polling receivers waiting on any queue of this engine.
-    pub(crate) waiting: Arc<AtomicUsize>,
+    pub(crate) waiting: Arc<StatCountUsize>,
 }
 
 pub(crate) struct EngineInner {
@@ -130,7 +130,7 @@ impl EngineBuilder {
         let default_shards = self.default_shards.unwrap_or_else(|| {
             std::thread::available_parallelism().map_or(1, |n| n.get()).min(crate::config::MAX_SHARDS)
         });
-        let waiting = Arc::new(AtomicUsize::new(0));
+        let waiting = Arc::new(StatCountUsize::new(0));
         let shared = Arc::new(EngineShared { id: random_u64(), key: ReceiptKey::random(), clock, tick_shift, waiting });
         let inner = Arc::new(EngineInner {
             shared,

@@ -17,7 +17,7 @@ use bytes::Bytes;
 
 use crate::dead_letter::{AttemptRecord, DeadLetterRecord, MAX_ATTEMPT_RECORDS};
 use crate::lease::LeaseWord;
-use crate::sync::{AtomicU32, AtomicU64, Mutex, OnceLock, Ordering, UnsafeCell, lock};
+use crate::sync::{AtomicU32, AtomicU64, Mutex, OnceLock, Ordering, StatCount32, UnsafeCell, lock};
 
 /// Slots per page. Pages are allocated when first needed, so an empty queue
 /// with a large `max_messages` costs only its page table.
@@ -87,7 +87,7 @@ impl Slot {
         Slot {
             lease: LeaseWord::new(),
             sent_at: AtomicU64::new(0),
-            late_calls: LateCalls(AtomicU32::new(0)),
+            late_calls: LateCalls(StatCount32::new(0)),
             next_free: AtomicU32::new(NIL),
             body: UnsafeCell::new(Body::default()),
         }
@@ -152,7 +152,7 @@ impl Slot {
 /// A receipt belongs to the current occupant when its generation is ahead of
 /// the arrival generation by less than 2^23 transitions (modulo 2^24).
 #[derive(Debug)]
-struct LateCalls(AtomicU32);
+struct LateCalls(StatCount32);
 
 impl LateCalls {
     const MAX: u32 = 0xff;

@@ -12,7 +12,7 @@
 use std::task::Waker;
 use std::thread::Thread;
 
-use crate::sync::{Arc, AtomicUsize, Mutex, Ordering, fence, lock};
+use crate::sync::{Arc, AtomicUsize, Mutex, Ordering, StatCountUsize, fence, lock};
 
 #[derive(Debug)]
 enum Wake {
@@ -41,7 +41,7 @@ pub(crate) struct Waiters {
     count: AtomicUsize,
     /// Waiters across every queue of the engine, so a moving manual clock can
     /// skip the queues when nobody waits anywhere (the common case).
-    engine_count: Arc<AtomicUsize>,
+    engine_count: Arc<StatCountUsize>,
     list: Mutex<List>,
 }
 
@@ -50,7 +50,7 @@ pub(crate) struct Waiters {
 pub(crate) struct Registration(u64);
 
 impl Waiters {
-    pub(crate) fn new(engine_count: Arc<AtomicUsize>) -> Self {
+    pub(crate) fn new(engine_count: Arc<StatCountUsize>) -> Self {
         Waiters { count: AtomicUsize::new(0), engine_count, list: Mutex::new(List::default()) }
     }
 
