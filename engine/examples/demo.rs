@@ -57,10 +57,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         jobs.ack(&d.receipt)?;
     }
     let elapsed = started.elapsed();
-    println!(
-        "{n} send/receive/ack cycles on one thread: {:.0} ns per cycle",
-        elapsed.as_nanos() as f64 / f64::from(n)
-    );
+    println!("{n} send/receive/ack cycles on one thread: {:.0} ns per cycle", elapsed.as_nanos() as f64 / f64::from(n));
     println!("{:#?}", jobs.stats());
     Ok(())
 }

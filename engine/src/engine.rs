@@ -128,10 +128,15 @@ impl EngineBuilder {
         });
         let weak = Arc::downgrade(&inner);
         if manual {
-            // Wake long-polling receivers whenever virtual time moves.
+            // Virtual time has no driver thread: when it moves, apply every
+            // expiry and end of delay now due on every queue (so no operation,
+            // on any queue, can observe a lease that is over but not yet
+            // expired), then wake long-polling receivers.
             inner.shared.clock.on_advance(Box::new(move || {
                 if let Some(engine) = weak.upgrade() {
+                    let now = engine.shared.clock.now().0;
                     for queue in engine.queues.iter() {
+                        queue.run_all_timers(now);
                         queue.waiters.notify();
                     }
                 }

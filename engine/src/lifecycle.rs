@@ -127,6 +127,18 @@ impl QueueCore {
     /// Receives up to `max - out.len()` ready messages into `out`, home shard
     /// first, stealing from the others, applying due timers on the way.
     pub(crate) fn receive_ready(&self, max: usize, visibility: u64, now: u64, out: &mut Vec<Delivery>) {
+        let before = out.len();
+        self.receive_from_shards(max, visibility, now, out);
+        if visibility == 0 && out.len() > before {
+            // A zero visibility grants leases that are over already: expire
+            // them now rather than whenever a timer runs next, so what happens
+            // to them (back to ready, or to the dead-letter queue at the
+            // ceiling) does not depend on which operation comes next.
+            self.run_all_timers(now);
+        }
+    }
+
+    fn receive_from_shards(&self, max: usize, visibility: u64, now: u64, out: &mut Vec<Delivery>) {
         let shards = self.shards.len();
         let home = home_shard(shards);
         for k in 0..shards {
@@ -355,6 +367,10 @@ impl QueueCore {
             });
         }
         shard.stats.add(Counter::Extensions, 1);
+        if extended <= now {
+            // Extended to zero: the lease is over now (see `receive_ready`).
+            self.run_timers(shard, now);
+        }
         Ok(Nanos(extended))
     }
 
