@@ -143,19 +143,31 @@ impl EngineBuilder {
         });
         let weak = Arc::downgrade(&inner);
         if manual {
-            // Wake long-polling receivers whenever virtual time moves.
+            // Virtual time has no driver thread: when it moves, apply every
+            // expiry and end of delay now due on every queue (so no operation,
+            // on any queue, can observe a lease that is over but not yet
+            // expired), then wake long-polling receivers.
             inner.shared.clock.on_advance(Box::new(move || {
+                // Virtual time has no driver thread: when it moves, apply every
+                // expiry and end of delay now due on every queue, so no
+                // operation on any queue can observe a lease that is over but
+                // not yet expired (a no-op per shard when nothing is due).
+                let Some(engine) = weak.upgrade() else { return };
+                let now = engine.shared.clock.now().0;
+                let queues = engine.live_queues();
+                for queue in queues.iter() {
+                    queue.run_all_timers(now);
+                }
                 // SeqCst fence: the clock's new time is ordered before the
                 // read of `waiting`, pairing with the fence a waiter issues
                 // after registering and before it reads the time (a Dekker
-                // pattern, as in `waiters.rs`). Nobody waiting: nothing to do,
-                // which keeps a simulation's many advances cheap.
+                // pattern, as in `waiters.rs`). Nobody waiting: nothing more
+                // to do, which keeps a simulation's many advances cheap.
                 fence(Ordering::SeqCst);
-                let Some(engine) = weak.upgrade() else { return };
                 if engine.shared.waiting.load(Ordering::Relaxed) == 0 {
                     return;
                 }
-                for queue in engine.live_queues().iter() {
+                for queue in queues.iter() {
                     queue.waiters.notify();
                 }
             }));

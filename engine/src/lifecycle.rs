@@ -130,6 +130,18 @@ impl QueueCore {
     /// Receives up to `max - out.len()` ready messages into `out`, home shard
     /// first, stealing from the others, applying due timers on the way.
     pub(crate) fn receive_ready(&self, max: usize, visibility: u64, now: u64, out: &mut Vec<Delivery>) {
+        let before = out.len();
+        self.receive_from_shards(max, visibility, now, out);
+        if visibility == 0 && out.len() > before {
+            // A zero visibility grants leases that are over already: expire
+            // them now rather than whenever a timer runs next, so what happens
+            // to them (back to ready, or to the dead-letter queue at the
+            // ceiling) does not depend on which operation comes next.
+            self.run_all_timers(now);
+        }
+    }
+
+    fn receive_from_shards(&self, max: usize, visibility: u64, now: u64, out: &mut Vec<Delivery>) {
         let shards = self.shards.len();
         let home = home_shard(shards);
         for k in 0..shards {
@@ -378,6 +390,10 @@ impl QueueCore {
             });
         }
         shard.stats.add(Counter::Extensions, 1);
+        if extended <= now {
+            // Extended to zero: the lease is over now (see `receive_ready`).
+            self.run_timers(shard, now);
+        }
         Ok(Nanos(extended))
     }
 
@@ -816,7 +832,6 @@ mod tests {
         let (clock, queue) = setup(LateAck::default());
         queue.send(&b"m"[..]).unwrap();
         let d = queue.receive(1).unwrap().pop().unwrap();
-        clock.advance(Duration::from_secs(10));
         let (held, wait) = mpsc::channel();
         let core = queue.core.clone();
         let generation = d.receipt.generation();
@@ -829,7 +844,9 @@ mod tests {
             claim.revert();
         });
         wait.recv().unwrap();
-        // Fires the expiry timer while the claim is held.
+        // Moving the manual clock fires the expiry timer while the claim is
+        // held.
+        clock.advance(Duration::from_secs(10));
         let redelivered = queue.receive(1).unwrap();
         holder.join().unwrap();
         let redelivered = if redelivered.is_empty() { queue.receive(1).unwrap() } else { redelivered };
