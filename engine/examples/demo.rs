@@ -8,6 +8,10 @@ use std::time::{Duration, Instant};
 
 use leaseq::{Engine, LeaseError, QueueConfig, ReceiveOptions};
 
+// Binaries choose the allocator; the library never imposes one.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::new();
     engine.create_queue("jobs-dlq", QueueConfig::default())?;

@@ -299,3 +299,19 @@ fn a_release_wakes_a_long_poller() {
     assert_eq!(got.len(), 1);
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+#[test]
+fn a_long_poll_on_a_queue_deleted_under_it_returns_queue_deleted() {
+    let engine = Engine::new();
+    let queue = engine.create_queue("doomed", QueueConfig::default()).unwrap();
+    let receiver = {
+        let queue = queue.clone();
+        thread::spawn(move || queue.receive_with(1, ReceiveOptions::wait(Duration::from_secs(30))))
+    };
+    thread::sleep(Duration::from_millis(50));
+    let started = Instant::now();
+    engine.delete_queue("doomed").unwrap();
+    let result = receiver.join().unwrap();
+    assert_eq!(result.unwrap_err(), leaseq::Error::QueueDeleted { name: "doomed".into() });
+    assert!(started.elapsed() < Duration::from_secs(10), "woken by the deletion, not the timeout");
+}

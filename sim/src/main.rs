@@ -6,6 +6,10 @@ use std::time::{Duration, Instant};
 
 use leaseq_sim::{Durations, Policy, Scenario, renewing_policy, simulate, sweep};
 
+// The binary picks the allocator; the library never imposes one.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const HELP: &str = "leaseq-sim: run the real leaseq engine in virtual time to size visibility timeouts
 
 USAGE:
