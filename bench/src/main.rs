@@ -11,7 +11,6 @@ mod report;
 mod results;
 mod run;
 mod scenario;
-mod svg;
 
 #[global_allocator]
 static GLOBAL: alloc::CountingMimalloc = alloc::CountingMimalloc;

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::svg::{Labels, Scale, Series, line_chart, short};
+use leaseq_charts::{Labels, Scale, Series, line_chart, short};
 
 const ENGINE: &str = "#1f77b4";
 const BASELINE: &str = "#d62728";

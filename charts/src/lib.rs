@@ -1,4 +1,5 @@
-//! Hand-written SVG line charts (no plotting dependency).
+//! Hand-written SVG line charts (no plotting dependency), shared by the
+//! benchmark report (`bench/`) and the lease simulator (`sim/`).
 //!
 //! Invariant: a chart is a pure function of its series; axes are linear or
 //! log10, chosen by the caller, and every point is drawn inside the plot area.
@@ -7,26 +8,35 @@ use std::fmt::Write;
 
 /// One line of a chart.
 #[derive(Debug, Clone)]
-pub(crate) struct Series {
-    pub(crate) name: String,
-    pub(crate) color: &'static str,
-    pub(crate) dashed: bool,
-    pub(crate) points: Vec<(f64, f64)>,
+pub struct Series {
+    /// Legend text.
+    pub name: String,
+    /// An SVG colour.
+    pub color: &'static str,
+    /// Drawn dashed.
+    pub dashed: bool,
+    /// Points in data units, x ascending.
+    pub points: Vec<(f64, f64)>,
 }
 
 /// How an axis maps values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Scale {
+pub enum Scale {
+    /// Evenly spaced values.
     Linear,
+    /// Powers of ten evenly spaced.
     Log,
 }
 
 /// A chart's text.
 #[derive(Debug, Clone)]
-pub(crate) struct Labels<'a> {
-    pub(crate) title: &'a str,
-    pub(crate) x: &'a str,
-    pub(crate) y: &'a str,
+pub struct Labels<'a> {
+    /// Title above the plot.
+    pub title: &'a str,
+    /// X axis label.
+    pub x: &'a str,
+    /// Y axis label.
+    pub y: &'a str,
 }
 
 const W: f64 = 720.0;
@@ -70,7 +80,7 @@ fn ticks(lo: f64, hi: f64, scale: Scale) -> Vec<f64> {
 }
 
 /// Formats a tick value compactly (1.5M, 20k, 0.99).
-pub(crate) fn short(v: f64) -> String {
+pub fn short(v: f64) -> String {
     let a = v.abs();
     if a >= 1e9 {
         format!("{}G", trim(v / 1e9))
@@ -88,8 +98,9 @@ fn trim(v: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// Draws `series` with `labels`; `x_tick_label` formats x ticks.
-pub(crate) fn line_chart(
+/// Draws `series` with `labels`; `x_tick_label` formats x ticks, `x_ticks`
+/// overrides where they go.
+pub fn line_chart(
     labels: &Labels<'_>,
     series: &[Series],
     x_scale: Scale,
