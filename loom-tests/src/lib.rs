@@ -88,6 +88,24 @@ impl Fixture {
         self.clock.advance(d);
     }
 
+    /// The race at the heart of several models: one thread acks `receipt`
+    /// while another moves the clock past the lease and tries a receive.
+    /// Returns the ack's result and what the receive got.
+    pub fn race_ack_with_expiry(&self, receipt: Receipt) -> (Result<(), LeaseError>, Option<Delivery>) {
+        let acker = {
+            let queue = self.queue.clone();
+            loom::thread::spawn(move || queue.ack(&receipt))
+        };
+        let expirer = {
+            let fixture = self.clone();
+            loom::thread::spawn(move || {
+                fixture.advance(VISIBILITY);
+                try_receive(&fixture.queue)
+            })
+        };
+        (acker.join().unwrap(), expirer.join().unwrap())
+    }
+
     /// Everything still on the work queue once all model threads are done:
     /// advances the clock past any lease or delay, then receives until empty.
     pub fn drain(&self) -> Vec<Delivery> {

@@ -17,19 +17,7 @@ fn ack_vs_expiry(late_ack: LateAck, seen: &Outcomes) {
     let id = fixture.send(b"m");
     let first = fixture.receive_one();
 
-    let acker = {
-        let queue = fixture.queue.clone();
-        thread::spawn(move || queue.ack(&first.receipt))
-    };
-    let expirer = {
-        let fixture = fixture.clone();
-        thread::spawn(move || {
-            fixture.advance(VISIBILITY);
-            try_receive(&fixture.queue)
-        })
-    };
-    let acked = acker.join().unwrap();
-    let redelivered = expirer.join().unwrap();
+    let (acked, redelivered) = fixture.race_ack_with_expiry(first.receipt);
 
     match (&acked, &redelivered) {
         (Ok(()), None) if fixture.queue.stats().late_acks == 1 => seen.saw("acked late"),

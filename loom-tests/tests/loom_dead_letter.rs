@@ -7,8 +7,7 @@
 //! (the message has left the slot).
 #![cfg(loom)]
 
-use loom::thread;
-use loom_tests::{Bound, DeadLetterReason, Fixture, LeaseError, Outcomes, VISIBILITY, config, model, try_receive};
+use loom_tests::{Bound, DeadLetterReason, Fixture, LeaseError, Outcomes, config, model, try_receive};
 
 #[test]
 fn expiry_at_ceiling_vs_late_ack() {
@@ -22,19 +21,8 @@ fn expiry_at_ceiling_vs_late_ack() {
         let id = fixture.send(b"m");
         let d = fixture.receive_one();
 
-        let acker = {
-            let queue = fixture.queue.clone();
-            thread::spawn(move || queue.ack(&d.receipt))
-        };
-        let expirer = {
-            let fixture = fixture.clone();
-            thread::spawn(move || {
-                fixture.advance(VISIBILITY);
-                try_receive(&fixture.queue)
-            })
-        };
-        let acked = acker.join().unwrap();
-        assert!(expirer.join().unwrap().is_none(), "redelivered past the retry ceiling");
+        let (acked, redelivered) = fixture.race_ack_with_expiry(d.receipt);
+        assert!(redelivered.is_none(), "redelivered past the retry ceiling");
 
         let dlq = fixture.dead_letters.as_ref().expect("configured");
         let dead = try_receive(dlq);
