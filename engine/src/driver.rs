@@ -3,8 +3,9 @@
 //! Invariant: the driver holds only a `Weak` reference between ticks, so it
 //! never keeps an engine alive; it exits when the engine is gone or `stop` is
 //! called, whichever comes first. Each tick it applies due timers of every
-//! queue (which wakes long-polling receivers when messages become ready) and
-//! wakes async receivers whose wait ran out.
+//! queue (which wakes long-polling receivers when messages become ready),
+//! sweeps out timer entries of leases that already ended, and wakes async
+//! receivers whose wait ran out.
 
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -52,7 +53,7 @@ fn run(engine: Weak<EngineInner>, tick: Duration, stop: &AtomicBool) {
             };
             let now = engine.shared.clock.now().0;
             for queue in engine.live_queues().iter() {
-                queue.run_all_timers(now);
+                queue.tidy_timers(now);
                 queue.waiters.wake_timed_out(now);
             }
             // Our references end here, before sleeping, so a deleted queue or

@@ -27,6 +27,10 @@ use crate::wheel::{TimerEntry, Wheel};
 pub(crate) struct WheelState {
     pub(crate) wheel: Wheel,
     pub(crate) fired: Vec<TimerEntry>,
+    /// A sweep of ended entries starts only above this many entries (twice
+    /// what the last pass kept), so a wheel full of live timers is not swept
+    /// over and over.
+    pub(crate) sweep_above: usize,
 }
 
 /// One shard's timers.
@@ -44,7 +48,7 @@ impl Timers {
     pub(crate) fn new(tick_shift: u32, now: u64) -> Self {
         Timers {
             inbox: Default::default(),
-            wheel: Mutex::new(WheelState { wheel: Wheel::new(tick_shift, now), fired: Vec::new() }),
+            wheel: Mutex::new(WheelState { wheel: Wheel::new(tick_shift, now), fired: Vec::new(), sweep_above: 0 }),
             next_due: AtomicU64::new(u64::MAX),
         }
     }
@@ -71,6 +75,12 @@ impl Timers {
         self.next_due.load(Ordering::Acquire) <= now
     }
 
+    /// Entries waiting in the inbox or the wheel (tests: retention bounds).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn entries(&self) -> usize {
+        self.inbox.len() + crate::sync::lock(&self.wheel).wheel.len()
+    }
+
     /// Takes the wheel if nobody else has it.
     pub(crate) fn try_wheel(&self) -> Option<MutexGuard<'_, WheelState>> {
         try_lock(&self.wheel)
@@ -89,7 +99,7 @@ impl Timers {
             state.wheel.insert(entry);
         }
         state.fired.clear();
-        let WheelState { wheel, fired } = state;
+        let WheelState { wheel, fired, .. } = state;
         wheel.poll(now, fired);
         if let Some(next) = wheel.next_deadline() {
             self.next_due.fetch_min(next, Ordering::AcqRel);

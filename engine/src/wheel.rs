@@ -13,7 +13,10 @@
 //! sub-tick exactness costs O(log n) in the entries of one tick, not a scan.
 //! The wheel knows nothing of leases: the caller decides whether a fired entry
 //! is still meaningful (lazy cancellation) and re-inserts it if its lease was
-//! extended (lazy rescheduling).
+//! extended (lazy rescheduling). Because cancellation is lazy, entries of
+//! leases that ended early (acked, released) would stay until their deadline;
+//! `sweep` lets the caller drop them a bounded number at a time, so the wheel
+//! holds O(live timers) entries, not O(rate x visibility).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -68,6 +71,16 @@ pub(crate) struct Wheel {
     len: usize,
     /// A drained slot's buffer, kept to avoid reallocating on the next one.
     spare: Vec<TimerEntry>,
+    /// Where an unfinished `sweep` resumes.
+    sweep: Option<SweepCursor>,
+}
+
+/// A position in the wheel's buckets: bucket `level * SLOTS + slot`, entry
+/// `index` within it.
+#[derive(Debug, Default, Clone, Copy)]
+struct SweepCursor {
+    bucket: usize,
+    index: usize,
 }
 
 impl Wheel {
@@ -81,11 +94,12 @@ impl Wheel {
             overflow: Vec::new(),
             len: 0,
             spare: Vec::new(),
+            sweep: None,
         }
     }
 
-    /// Entries scheduled and not yet returned by `poll`.
-    #[cfg(test)]
+    /// Entries scheduled and not yet returned by `poll` (or dropped by
+    /// `sweep`).
     pub(crate) fn len(&self) -> usize {
         self.len
     }
@@ -162,6 +176,56 @@ impl Wheel {
         self.len -= fired.len() - before;
     }
 
+    /// Whether a sweep has started and not finished.
+    pub(crate) fn sweeping(&self) -> bool {
+        self.sweep.is_some()
+    }
+
+    /// Drops the entries `keep` rejects, examining at most `budget` of them
+    /// and resuming where the previous call stopped. Returns `true` when this
+    /// call finished a pass over the whole wheel. Entries that `poll` moves
+    /// to an already-swept bucket during a pass wait for the next pass;
+    /// nothing `keep` accepts is ever dropped, and bucket order does not
+    /// matter (a bucket is unordered; `current` is re-heapified).
+    pub(crate) fn sweep(&mut self, budget: usize, mut keep: impl FnMut(&TimerEntry) -> bool) -> bool {
+        let mut cursor = self.sweep.take().unwrap_or_default();
+        let mut examined = 0;
+        while cursor.bucket < LEVELS * SLOTS {
+            let level = &mut self.levels[cursor.bucket / SLOTS];
+            let slot = cursor.bucket % SLOTS;
+            let entries = &mut level.slots[slot];
+            while cursor.index < entries.len() {
+                if examined == budget {
+                    self.sweep = Some(cursor);
+                    return false;
+                }
+                examined += 1;
+                if keep(&entries[cursor.index]) {
+                    cursor.index += 1;
+                } else {
+                    entries.swap_remove(cursor.index);
+                    self.len -= 1;
+                }
+            }
+            if entries.is_empty() {
+                level.occupied &= !(1 << slot);
+            }
+            release_slack(entries);
+            cursor = SweepCursor { bucket: cursor.bucket + 1, index: 0 };
+        }
+        // The two small lists, whole: they hold at most one tick's entries
+        // and those beyond the horizon.
+        let before = self.current.len() + self.overflow.len();
+        self.overflow.retain(&mut keep);
+        release_slack(&mut self.overflow);
+        let mut current = std::mem::take(&mut self.current).into_vec();
+        current.retain(|Reverse(entry)| keep(entry));
+        self.current = BinaryHeap::from(current);
+        self.len -= before - (self.current.len() + self.overflow.len());
+        self.spare = Vec::new();
+        true
+    }
+
     /// The earliest time at which `poll` could return something, or `None` if
     /// the wheel is empty. A lower bound: an occupied slot reports its start.
     pub(crate) fn next_deadline(&self) -> Option<u64> {
@@ -197,6 +261,14 @@ impl Wheel {
             return Some((index, slot as usize, start));
         }
         None
+    }
+}
+
+/// Gives back a bucket's capacity once it is mostly unused, so a burst of
+/// entries does not pin its peak memory after a sweep thinned it out.
+fn release_slack(entries: &mut Vec<TimerEntry>) {
+    if entries.capacity() > 4 * entries.len() + 16 {
+        entries.shrink_to(2 * entries.len());
     }
 }
 
@@ -280,6 +352,93 @@ mod tests {
         wheel.insert(entry(1000, 1));
         let hint = wheel.next_deadline().unwrap();
         assert!(hint <= 1000 && hint > 0, "{hint}");
+    }
+
+    #[test]
+    fn sweep_resumes_within_its_budget_and_frees_emptied_buckets() {
+        let mut wheel = Wheel::new(0, 0);
+        for i in 0..100 {
+            wheel.insert(entry(1_000 + i, i as u32));
+        }
+        let mut examined = 0;
+        let mut passes = 0;
+        while passes == 0 {
+            let mut seen = 0;
+            if wheel.sweep(7, |e| {
+                seen += 1;
+                e.slot % 2 == 0
+            }) {
+                passes += 1;
+            }
+            assert!(seen <= 7, "a sweep call examined {seen} entries, budget 7");
+            examined += seen;
+        }
+        assert_eq!(examined, 100);
+        assert_eq!(wheel.len(), 50);
+        assert!(!wheel.sweeping());
+        // Dropping the rest empties every bucket: nothing can fire any more.
+        while !wheel.sweep(1000, |_| false) {}
+        assert_eq!(wheel.len(), 0);
+        assert_eq!(wheel.next_deadline(), None);
+    }
+
+    proptest! {
+        /// Sweeping with a predicate drops only entries it rejects, and a
+        /// full pass drops all of them: interleaved with inserts and polls,
+        /// every due entry the predicate keeps still fires exactly once.
+        #[test]
+        fn sweep_drops_only_rejected_entries(
+            tick_shift in 0u32..12,
+            ops in prop::collection::vec((0u8..4, 0u64..5_000_000, 0u64..200_000, 1usize..50), 1..300),
+        ) {
+            let mut wheel = Wheel::new(tick_shift, 0);
+            let mut model: Vec<TimerEntry> = Vec::new();
+            let mut cancelled = std::collections::HashSet::new();
+            let mut now = 0u64;
+            for (i, (kind, delta, step, pick)) in ops.into_iter().enumerate() {
+                match kind {
+                    0 => {
+                        let e = entry(now + delta, i as u32);
+                        wheel.insert(e);
+                        model.push(e);
+                    }
+                    1 => {
+                        now += step;
+                        let mut fired = Vec::new();
+                        wheel.poll(now, &mut fired);
+                        let mut slots: Vec<u32> = fired.iter().map(|e| e.slot).collect();
+                        slots.sort_unstable();
+                        let before = slots.len();
+                        slots.dedup();
+                        prop_assert_eq!(before, slots.len(), "an entry fired twice");
+                        for e in &fired {
+                            prop_assert!(model.contains(e) && e.deadline <= now, "{:?} fired unexpectedly", e);
+                        }
+                        for e in model.iter().filter(|e| e.deadline <= now && !cancelled.contains(&e.slot)) {
+                            prop_assert!(fired.contains(e), "kept entry {:?} did not fire", e);
+                        }
+                        model.retain(|e| e.deadline > now);
+                    }
+                    2 => {
+                        if !model.is_empty() {
+                            cancelled.insert(model[pick % model.len()].slot);
+                        }
+                    }
+                    _ => {
+                        wheel.sweep(pick, |e| !cancelled.contains(&e.slot));
+                    }
+                }
+            }
+            // Finish the pass in progress, then one whole pass.
+            while !wheel.sweep(64, |e| !cancelled.contains(&e.slot)) {}
+            while !wheel.sweep(64, |e| !cancelled.contains(&e.slot)) {}
+            let kept: Vec<TimerEntry> = model.iter().filter(|e| !cancelled.contains(&e.slot)).copied().collect();
+            prop_assert_eq!(wheel.len(), kept.len());
+            let mut fired = Vec::new();
+            wheel.poll(u64::MAX / 2, &mut fired);
+            fired.sort_by_key(|e| e.slot);
+            prop_assert_eq!(fired, kept);
+        }
     }
 
     proptest! {
