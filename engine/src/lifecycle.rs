@@ -91,7 +91,6 @@ impl QueueCore {
             if let Some((index, slot)) = shard.slab.allocate() {
                 let id = arrival.id.unwrap_or_else(|| shard.next_id(self.ordinal));
                 self.place(shard, index, slot, id, arrival, delay, now);
-                shard.stats.add(Counter::Sent, 1);
                 return Ok(id);
             }
         }
@@ -119,8 +118,10 @@ impl QueueCore {
         slot.sent_at.store(now, Ordering::Relaxed);
         let published = next::sent(slot.lease.load(), delay > 0);
         slot.reset_late_calls(published.generation());
+        // Counted before the publish (see the module invariant): one counter,
+        // both the event and the gauge inflow.
         if delay > 0 {
-            shard.stats.add(Counter::DelayedIn, 1);
+            shard.stats.add(Counter::SentDelayed, 1);
             slot.lease.publish_owned(published);
             shard.timers.schedule(TimerEntry {
                 deadline: now.saturating_add(delay),
@@ -128,7 +129,7 @@ impl QueueCore {
                 generation: published.generation() as u32,
             });
         } else {
-            shard.stats.add(Counter::ReadyIn, 1);
+            shard.stats.add(Counter::SentReady, 1);
             slot.lease.publish_owned(published);
             shard.push_ready(index, published.generation());
         }
@@ -195,7 +196,7 @@ impl QueueCore {
             })
         };
         let stats = &shard.stats;
-        stats.add(Counter::ReadyOut, 1);
+        // The ready outflow and the in-flight inflow at once.
         stats.add(Counter::Received, 1);
         if count == 1 {
             let sent_at = slot.sent_at.load(Ordering::Relaxed);
@@ -292,7 +293,7 @@ impl QueueCore {
                     shard.stats.add(Counter::ExpiredAcks, 1);
                     return Err(LeaseError::Expired);
                 }
-                self.complete(shard, receipt.slot, slot, claim, now, late, Counter::InFlightOut);
+                self.complete(shard, receipt.slot, slot, claim, now, late, None);
                 Ok(())
             }
             Err(_) => match slot.lease.try_claim_expired_attempt(receipt.generation) {
@@ -304,7 +305,7 @@ impl QueueCore {
                     }
                     let outflow =
                         if claim.before().phase() == Phase::Ready { Counter::ReadyOut } else { Counter::DelayedOut };
-                    self.complete(shard, receipt.slot, slot, claim, now, true, outflow);
+                    self.complete(shard, receipt.slot, slot, claim, now, true, Some(outflow));
                     Ok(())
                 }
                 Err(_) => {
@@ -315,6 +316,8 @@ impl QueueCore {
         }
     }
 
+    /// Frees an acked message. `after_expiry` is the ready or delayed outflow
+    /// when the attempt's expiry was already applied (`None`: still in flight).
     #[allow(clippy::too_many_arguments)]
     fn complete(
         &self,
@@ -324,7 +327,7 @@ impl QueueCore {
         claim: Claim<'_>,
         now: u64,
         late: bool,
-        outflow: Counter,
+        after_expiry: Option<Counter>,
     ) {
         // SAFETY: we hold the claim.
         let (payload, history, processing, left) = unsafe {
@@ -338,8 +341,14 @@ impl QueueCore {
             })
         };
         let stats = &shard.stats;
-        stats.add(Counter::Acked, 1);
-        stats.add(outflow, 1);
+        match after_expiry {
+            // The event and the in-flight outflow at once.
+            None => stats.add(Counter::AckedInFlight, 1),
+            Some(outflow) => {
+                stats.add(Counter::AckedAfterExpiry, 1);
+                stats.add(outflow, 1);
+            }
+        }
         if late {
             stats.add(Counter::LateAcks, 1);
         }

@@ -15,18 +15,30 @@ use hdrhistogram::Histogram;
 use crate::sync::{AtomicU64, Ordering, SampleCount};
 
 /// The monotonic counters each shard keeps.
+///
+/// The hot transitions each touch one counter, not an event counter plus a
+/// gauge flow: a send straight to ready is `SentReady` (the event *and* the
+/// ready inflow), a receive is `Received` (the ready outflow *and* the
+/// in-flight inflow), an ack of a lease still in flight is `AckedInFlight`
+/// (the event *and* the in-flight outflow). The flow counters below count
+/// only the other, rarer ways in and out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(usize)]
 pub(crate) enum Counter {
-    /// Messages accepted by send (including redrive into this queue).
-    Sent,
+    /// Messages accepted (send, dead-letter move, redrive) straight into ready.
+    SentReady,
+    /// Messages accepted with a delay.
+    SentDelayed,
     /// Deliveries (every successful receive of one message).
     Received,
     /// Deliveries with a delivery count above one.
     Redelivered,
-    /// Acks accepted (on time or late).
-    Acked,
-    /// Acks accepted after the lease's deadline.
+    /// Acks of an attempt still in flight (on time, or late before its expiry
+    /// was applied).
+    AckedInFlight,
+    /// Acks of an attempt whose expiry was already applied (`LateAck::Accept`).
+    AckedAfterExpiry,
+    /// Acks accepted after the lease's deadline (of either kind above).
     LateAcks,
     /// Acks refused as stale.
     StaleAcks,
@@ -46,15 +58,18 @@ pub(crate) enum Counter {
     Purged,
     /// Messages moved from this queue to another by redrive.
     RedrivenOut,
-    /// Messages that became ready (send, maturity, expiry, release).
+    /// Messages that became ready other than by a send (maturity, expiry,
+    /// release).
     ReadyIn,
-    /// Messages that stopped being ready (receive, purge, late ack, redrive out).
+    /// Messages that stopped being ready other than by a receive (purge, ack
+    /// after expiry, redrive out).
     ReadyOut,
-    /// Messages that became delayed.
+    /// Messages that became delayed other than by a send (backoff).
     DelayedIn,
     /// Messages that stopped being delayed.
     DelayedOut,
-    /// Attempts that ended (ack, release, expiry, dead-letter, purge).
+    /// Attempts that ended other than by an ack in flight (expiry, release,
+    /// dead-letter, purge).
     InFlightOut,
     /// Expired or released messages kept on this queue because the dead-letter
     /// queue was full.
@@ -187,20 +202,28 @@ const COUNTER_READ: Ordering = Ordering::Relaxed;
 pub(crate) struct CounterSums([u64; COUNTERS]);
 
 impl CounterSums {
-    /// Reads outflow counters first, then everything else: any outflow seen
-    /// was preceded (in happens-before) by its inflow, which the later reads
-    /// therefore see too, so `in - out` never goes negative.
+    /// Reads in three tiers: in-flight and delayed outflows, then ready
+    /// outflows (one of which, `Received`, is also the in-flight inflow), then
+    /// everything else. Any outflow seen was preceded (in happens-before) by
+    /// its inflow, which the later tiers therefore see too, so no gauge goes
+    /// negative.
     pub(crate) fn read<'a>(shards: impl Iterator<Item = &'a ShardStats> + Clone) -> Self {
+        const TIERS: [&[Counter]; 2] = [
+            &[Counter::AckedInFlight, Counter::InFlightOut, Counter::DelayedOut],
+            &[Counter::Received, Counter::ReadyOut],
+        ];
         let mut sums = [0u64; COUNTERS];
-        const OUTFLOWS: [Counter; 3] = [Counter::ReadyOut, Counter::DelayedOut, Counter::InFlightOut];
-        for c in OUTFLOWS {
-            sums[c as usize] = shards.clone().map(|s| s.get(c)).sum();
+        let mut read = [false; COUNTERS];
+        for tier in TIERS {
+            for &c in tier {
+                sums[c as usize] = shards.clone().map(|s| s.get(c)).sum();
+                read[c as usize] = true;
+            }
         }
         for (index, sum) in sums.iter_mut().enumerate() {
-            if OUTFLOWS.iter().any(|c| *c as usize == index) {
-                continue;
+            if !read[index] {
+                *sum = shards.clone().map(|s| s.counters[index].load(COUNTER_READ)).sum();
             }
-            *sum = shards.clone().map(|s| s.counters[index].load(COUNTER_READ)).sum();
         }
         CounterSums(sums)
     }
@@ -209,8 +232,12 @@ impl CounterSums {
         self.0[counter as usize]
     }
 
-    fn gauge(&self, inflow: Counter, outflow: Counter) -> u64 {
-        let (inflow, outflow) = (self.get(inflow), self.get(outflow));
+    fn sum(&self, counters: &[Counter]) -> u64 {
+        counters.iter().map(|c| self.get(*c)).sum()
+    }
+
+    fn gauge(&self, inflows: &[Counter], outflows: &[Counter]) -> u64 {
+        let (inflow, outflow) = (self.sum(inflows), self.sum(outflows));
         // The read order in `read` makes a negative gauge impossible; checked
         // where it costs nothing that matters (debug builds, the loom models,
         // whose stats model relies on this assertion).
@@ -316,18 +343,19 @@ impl QueueStats {
             }
             h
         };
-        let ready = sums.gauge(Counter::ReadyIn, Counter::ReadyOut);
+        use Counter::*;
+        let ready = sums.gauge(&[SentReady, ReadyIn], &[Received, ReadyOut]);
         QueueStats {
             ready,
-            delayed: sums.gauge(Counter::DelayedIn, Counter::DelayedOut),
+            delayed: sums.gauge(&[SentDelayed, DelayedIn], &[DelayedOut]),
             // Every delivery starts an attempt, so `Received` is the inflow.
-            in_flight: sums.gauge(Counter::Received, Counter::InFlightOut),
+            in_flight: sums.gauge(&[Received], &[AckedInFlight, InFlightOut]),
             dead_letter_depth,
             oldest_ready_age: if ready > 0 { oldest_ready_age } else { None },
-            sent: sums.get(Counter::Sent),
+            sent: sums.sum(&[SentReady, SentDelayed]),
             received: sums.get(Counter::Received),
             redelivered: sums.get(Counter::Redelivered),
-            acked: sums.get(Counter::Acked),
+            acked: sums.sum(&[AckedInFlight, AckedAfterExpiry]),
             late_acks: sums.get(Counter::LateAcks),
             stale_acks: sums.get(Counter::StaleAcks),
             expired_acks: sums.get(Counter::ExpiredAcks),
@@ -396,13 +424,19 @@ mod tests {
     #[test]
     fn gauges_come_from_flows() {
         let shards = [ShardStats::new(), ShardStats::new()];
-        shards[0].add(Counter::ReadyIn, 5);
-        shards[1].add(Counter::ReadyOut, 2);
-        shards[1].add(Counter::Received, 2);
+        // 6 sent (one delayed), 1 more became ready again after an expiry.
+        shards[0].add(Counter::SentReady, 5);
+        shards[1].add(Counter::SentDelayed, 1);
+        shards[0].add(Counter::ReadyIn, 1);
+        // 3 received, one of them acked and one expired; 1 ready purged.
+        shards[1].add(Counter::Received, 3);
+        shards[0].add(Counter::AckedInFlight, 1);
         shards[0].add(Counter::InFlightOut, 1);
+        shards[1].add(Counter::ReadyOut, 1);
         shards[0].record(Distribution::Processing, 1_000_000);
         let s = QueueStats::assemble(shards.iter(), 0, Some(Duration::from_secs(1)), Duration::from_secs(30));
-        assert_eq!((s.ready, s.in_flight, s.delayed), (3, 1, 0));
+        assert_eq!((s.ready, s.in_flight, s.delayed), (2, 1, 1));
+        assert_eq!((s.sent, s.received, s.acked), (6, 3, 1));
         assert_eq!(s.processing_time.len(), 1);
         let p = s.processing_percentile(50.0).unwrap();
         assert!(p >= Duration::from_micros(940) && p <= Duration::from_micros(1070), "{p:?}");
