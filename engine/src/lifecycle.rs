@@ -442,7 +442,7 @@ impl QueueCore {
             Some(delay) => duration_nanos(delay),
             None => duration_nanos(self.config.backoff.delay(MessageId(id), count)),
         };
-        if self.fail_attempt(shard, receipt.slot, slot, claim, now, now, Failure::Released, delay) {
+        if self.fail_attempt(shard, receipt.slot, slot, claim, now, now, Failure::Released, delay, None) {
             self.waiters.notify();
         }
         Ok(())
@@ -452,7 +452,9 @@ impl QueueCore {
     /// the dead-letter queue at the retry ceiling, else eligible again at
     /// `ended_at + delay`. An expiry ends at its deadline, not when its timer
     /// happened to run, so retry times do not depend on timer latency. Returns
-    /// whether the message is ready now (so waiters should be woken).
+    /// whether the message is ready now (so waiters should be woken). With
+    /// `deferred`, a failure that keeps the message here is tallied there
+    /// instead of counted, for the caller to count in bulk.
     #[allow(clippy::too_many_arguments)]
     fn fail_attempt<'s>(
         &self,
@@ -464,6 +466,7 @@ impl QueueCore {
         now: u64,
         failure: Failure,
         delay: u64,
+        deferred: Option<&mut u64>,
     ) -> bool {
         // SAFETY: we hold the claim.
         let (count, received_at) = unsafe { slot.body(|body| (body.delivery_count, body.received_at)) };
@@ -494,8 +497,15 @@ impl QueueCore {
             // SAFETY: we hold the claim.
             unsafe { slot.body_mut(|body| body.history.get_or_insert_default().remember(attempt)) };
         }
-        shard.stats.add(counter, 1);
-        shard.stats.add(Counter::InFlightOut, 1);
+        match deferred {
+            // Outflows may be counted late (a gauge then reads high for a
+            // moment, never negative): the timer run adds them once per batch.
+            Some(expired) => *expired += 1,
+            None => {
+                shard.stats.add(counter, 1);
+                shard.stats.add(Counter::InFlightOut, 1);
+            }
+        }
         let before = claim.before();
         let eligible_at = ended_at.saturating_add(delay);
         let delayed = eligible_at > now;
@@ -648,6 +658,7 @@ impl QueueCore {
             return;
         };
         let mut made_ready = false;
+        let mut expired = 0;
         loop {
             shard.timers.collect_due(&mut state, now);
             if state.fired.is_empty() {
@@ -655,9 +666,15 @@ impl QueueCore {
             }
             let fired = std::mem::take(&mut state.fired);
             for entry in &fired {
-                made_ready |= self.fire(shard, *entry, now);
+                made_ready |= self.fire(shard, *entry, now, &mut expired);
             }
             state.fired = fired;
+        }
+        if expired > 0 {
+            // Expiries that stayed on this queue, counted once per run rather
+            // than twice per message (see `fail_attempt`).
+            shard.stats.add(Counter::Expired, expired);
+            shard.stats.add(Counter::InFlightOut, expired);
         }
         if tidy {
             Self::sweep_ended(shard, &mut state);
@@ -697,7 +714,7 @@ impl QueueCore {
     /// One fired timer entry: expiry of an in-flight lease, or the end of a
     /// delay. Entries whose slot moved on are dropped (lazy cancellation);
     /// leases extended past `now` are re-scheduled (lazy rescheduling).
-    fn fire(&self, shard: &Shard, entry: TimerEntry, now: u64) -> bool {
+    fn fire(&self, shard: &Shard, entry: TimerEntry, now: u64, expired: &mut u64) -> bool {
         let Some(slot) = shard.slab.get(entry.slot) else {
             return false;
         };
@@ -710,7 +727,7 @@ impl QueueCore {
             return false;
         }
         match word.phase() {
-            Phase::InFlight => self.try_expire(shard, entry.slot, slot, word.generation(), now),
+            Phase::InFlight => self.try_expire(shard, entry.slot, slot, word.generation(), now, expired),
             Phase::Delayed => self.try_mature(shard, entry.slot, slot, word.generation()),
             _ => false,
         }
@@ -718,7 +735,7 @@ impl QueueCore {
 
     /// expiry: `InFlight(g)` -> `Ready|E(g + 1)` / `Delayed|E(g + 1)` (after
     /// backoff) / dead-letter queue (at the ceiling).
-    fn try_expire(&self, shard: &Shard, index: u32, slot: &Slot, generation: u64, now: u64) -> bool {
+    fn try_expire(&self, shard: &Shard, index: u32, slot: &Slot, generation: u64, now: u64, expired: &mut u64) -> bool {
         let Ok(claim) = slot.lease.try_claim_in_flight(generation) else {
             return false;
         };
@@ -730,7 +747,7 @@ impl QueueCore {
             return false;
         }
         let delay = duration_nanos(self.config.backoff.delay(MessageId(id), count));
-        self.fail_attempt(shard, index, slot, claim, deadline, now, Failure::Expired, delay)
+        self.fail_attempt(shard, index, slot, claim, deadline, now, Failure::Expired, delay, Some(expired))
     }
 
     /// delay passed: `Delayed(g)` -> `Ready(g)`.
