@@ -15,7 +15,7 @@ fn payload() -> Bytes {
 }
 
 fn setup() -> Setup {
-    Setup { shards: 1, capacity: 1 << 20, visibility: Duration::from_secs(30), clock: None }
+    Setup { shards: 1, capacity: 1 << 20, visibility: Duration::from_secs(30), ..Setup::default() }
 }
 
 fn each<S: Subject>(c: &mut Criterion) {

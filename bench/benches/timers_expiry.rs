@@ -17,7 +17,13 @@ const LEASE: Duration = Duration::from_secs(1);
 
 fn fill<S: Subject>(n: usize) -> (ManualClock, S) {
     let clock = ManualClock::new();
-    let q = S::build(&Setup { shards: 1, capacity: n + 1024, visibility: LEASE, clock: Some(clock.clone()) });
+    let q = S::build(&Setup {
+        shards: 1,
+        capacity: n + 1024,
+        visibility: LEASE,
+        clock: Some(clock.clone()),
+        ..Setup::default()
+    });
     for _ in 0..n {
         q.send(Bytes::from_static(b"0123456789abcdef"));
     }

@@ -34,6 +34,8 @@ pub(crate) fn describe() -> Value {
         "rustc": command("rustc", &["--version"]).unwrap_or_else(|| "unknown".into()),
         "os": command("uname", &["-sr"]).unwrap_or_else(|| std::env::consts::OS.into()),
         "date": command("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]).unwrap_or_default(),
+        // What the engine's SystemClock reads here; the baseline reads Instant.
+        "engine_clock": if leaseq::SystemClock::new().uses_counter() { "tsc" } else { "instant" },
     })
 }
 

@@ -153,9 +153,18 @@ fn page(run: &Value, charts: &[&str]) -> String {
         m["load_average_before"].as_str().unwrap_or("?"),
         m["load_average_after"].as_str().unwrap_or("?")
     );
+    let clock = match m["engine_clock"].as_str() {
+        Some("tsc") => {
+            "clocks: the engine's `SystemClock` read the calibrated time-stamp counter; the baseline read \
+                        `std::time::Instant`, as a hand-written queue would (the scaling table also shows one thread \
+                        with the baseline on the engine's clock)"
+        }
+        Some(_) => "clocks: engine and baseline both read `std::time::Instant` (no usable time-stamp counter here)",
+        None => "clocks: not recorded by this run",
+    };
     let _ = writeln!(
         s,
-        "- {} cores, {} ({}), {:.0} GiB; {}\n- {}\n- commit `{}`{}, {} run, {:.0} s, {}\n- {load}\n",
+        "- {} cores, {} ({}), {:.0} GiB; {}\n- {}\n- commit `{}`{}, {} run, {:.0} s, {}\n- {load}\n- {clock}\n",
         m["cores"],
         m["cpu_model"].as_str().unwrap_or("?"),
         if m["virtualised"] == true { "virtual machine" } else { "bare metal" },

@@ -95,24 +95,31 @@ pub(crate) fn main(args: &[String]) -> Result<(), String> {
 fn run_scaling(profile: &Profile, results: &mut Results) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut points = Vec::new();
-    for &threads in &profile.threads {
+    // The one-thread figures once more with the baseline on the engine's
+    // clock: how much of the ratio is the clock rather than the queue.
+    let same_clock_runs = profile.threads.contains(&1).then_some((1, true));
+    for (threads, same_clock) in profile.threads.iter().map(|&t| (t, false)).chain(same_clock_runs) {
         let (mut engine_cpu, mut baseline_cpu) = (Vec::new(), Vec::new());
         let trials = scenario::alternate(
             profile.trials,
             || {
-                let c = scaling::full_cycles::<EngineSubject>(threads, profile.duration);
+                let c = scaling::full_cycles::<EngineSubject>(threads, profile.duration, same_clock);
                 engine_cpu.push(c.cpu_ns_per_cycle);
                 c.per_s
             },
             || {
-                let c = scaling::full_cycles::<BaselineQueue>(threads, profile.duration);
+                let c = scaling::full_cycles::<BaselineQueue>(threads, profile.duration, same_clock);
                 baseline_cpu.push(c.cpu_ns_per_cycle);
                 c.per_s
             },
         );
         let (engine, baseline) = (trials.engine, trials.baseline);
         let (engine_cpu, baseline_cpu) = (scenario::median(&engine_cpu), scenario::median(&baseline_cpu));
-        let note = if threads > cores { " (oversubscribed)" } else { "" };
+        let note = match (threads > cores, same_clock) {
+            (_, true) => ", baseline on the engine's clock",
+            (true, false) => " (oversubscribed)",
+            (false, false) => "",
+        };
         results.row(
             "scaling",
             format!("full cycles, {threads} thread(s){note}"),
@@ -129,6 +136,14 @@ fn run_scaling(profile: &Profile, results: &mut Results) {
             Some(baseline_cpu),
             Better::Lower,
         );
+        if same_clock {
+            results.detail(
+                "scaling_same_clock",
+                json!({"threads": threads, "engine": engine, "baseline": baseline,
+                       "engine_cpu_ns_per_cycle": engine_cpu, "baseline_cpu_ns_per_cycle": baseline_cpu}),
+            );
+            continue;
+        }
         points.push(json!({"threads": threads, "oversubscribed": threads > cores,
                            "engine_cpu_ns_per_cycle": engine_cpu, "baseline_cpu_ns_per_cycle": baseline_cpu,
                            "engine": engine, "baseline": baseline,

@@ -23,11 +23,22 @@ pub struct Setup {
     /// A manual clock, or `None` for the system clock (and the engine's
     /// driver thread).
     pub clock: Option<ManualClock>,
+    /// With the system clock, the baseline reads `std::time::Instant`, as a
+    /// hand-written queue would; `true` gives it the engine's own
+    /// `SystemClock` instead (the time-stamp counter where the engine uses
+    /// it), to separate the clock's share of a ratio from the queue's.
+    pub baseline_on_engine_clock: bool,
 }
 
 impl Default for Setup {
     fn default() -> Self {
-        Setup { shards: 1, capacity: 1 << 20, visibility: Duration::from_secs(30), clock: None }
+        Setup {
+            shards: 1,
+            capacity: 1 << 20,
+            visibility: Duration::from_secs(30),
+            clock: None,
+            baseline_on_engine_clock: false,
+        }
     }
 }
 
@@ -174,7 +185,10 @@ impl Subject for BaselineQueue {
     fn build(setup: &Setup) -> Self {
         match &setup.clock {
             Some(clock) => BaselineQueue::new(clock.clone(), setup.capacity, setup.visibility),
-            None => BaselineQueue::new(SystemClock::new(), setup.capacity, setup.visibility),
+            None if setup.baseline_on_engine_clock => {
+                BaselineQueue::new(SystemClock::new(), setup.capacity, setup.visibility)
+            }
+            None => BaselineQueue::new(SystemClock::std(), setup.capacity, setup.visibility),
         }
     }
 

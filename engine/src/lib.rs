@@ -71,6 +71,7 @@ mod slot;
 mod stats;
 mod sync;
 mod timers;
+mod tsc;
 mod waiters;
 mod wheel;
 

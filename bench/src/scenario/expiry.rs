@@ -46,7 +46,8 @@ impl Firing {
 
 fn build<S: Subject>(n: usize) -> (ManualClock, S) {
     let clock = ManualClock::new();
-    let setup = Setup { shards: 1, capacity: n + 1024, visibility: LEASE, clock: Some(clock.clone()) };
+    let setup =
+        Setup { shards: 1, capacity: n + 1024, visibility: LEASE, clock: Some(clock.clone()), ..Setup::default() };
     let queue = S::build(&setup);
     let body = payload(16);
     let mut left = n;

@@ -37,7 +37,13 @@ impl Renewals {
 fn one<S: Subject>(kept: usize, expiring: usize, steps: usize) -> (f64, f64) {
     let clock = ManualClock::new();
     let lease = STEP * (steps as u32 + 10);
-    let setup = Setup { shards: 1, capacity: kept + expiring + 1024, visibility: lease, clock: Some(clock.clone()) };
+    let setup = Setup {
+        shards: 1,
+        capacity: kept + expiring + 1024,
+        visibility: lease,
+        clock: Some(clock.clone()),
+        ..Setup::default()
+    };
     let queue = S::build(&setup);
     let body = payload(16);
     for _ in 0..kept + expiring {

@@ -34,7 +34,7 @@ impl Footprint {
 /// driver moves timer entries into its wheel as it would in production).
 pub(crate) fn run<S: Subject>(n: usize) -> Footprint {
     alloc::start_counting();
-    let setup = Setup { shards: 1, capacity: n + 1024, visibility: Duration::from_secs(600), clock: None };
+    let setup = Setup { shards: 1, capacity: n + 1024, visibility: Duration::from_secs(600), ..Setup::default() };
     let queue = S::build(&setup);
     std::thread::sleep(Duration::from_millis(5));
     let empty = alloc::live_bytes();

@@ -27,9 +27,10 @@ fn thread_cpu_ns() -> Option<u64> {
 }
 
 /// Full cycles of `threads` threads, each a home shard of the engine's queue
-/// (the others reachable by stealing).
-pub(crate) fn full_cycles<S: Subject>(threads: usize, duration: Duration) -> Cycles {
-    let setup = Setup { shards: threads, capacity: 1 << 16, ..Setup::default() };
+/// (the others reachable by stealing). `same_clock` gives the baseline the
+/// engine's clock (see `Setup::baseline_on_engine_clock`).
+pub(crate) fn full_cycles<S: Subject>(threads: usize, duration: Duration, same_clock: bool) -> Cycles {
+    let setup = Setup { shards: threads, capacity: 1 << 16, baseline_on_engine_clock: same_clock, ..Setup::default() };
     let queue = Arc::new(S::build(&setup));
     let stop = Arc::new(AtomicBool::new(false));
     let total = Arc::new(AtomicU64::new(0));
