@@ -17,13 +17,18 @@ use crate::driver::Driver;
 use crate::error::Error;
 use crate::queue::{Queue, QueueCore};
 use crate::receipt::{ReceiptKey, random_u64};
-use crate::shard::MAX_QUEUE_ORDINAL;
-use crate::sync::{Arc, AtomicU32, Mutex, Ordering, StatCountUsize, fence, lock};
+use crate::sync::{Arc, AtomicU32, IdCount, Mutex, Ordering, StatCountUsize, fence, lock};
 
 /// What every queue of an engine shares.
+/// Most queues one engine creates over its life (a queue's ordinal is a `u32`
+/// in its receipts).
+const MAX_QUEUE_ORDINAL: u32 = u32::MAX - 1;
+
 #[derive(Debug)]
 pub(crate) struct EngineShared {
     pub(crate) id: u64,
+    /// The start of the next block of message ids a shard may take.
+    pub(crate) id_blocks: IdCount,
     pub(crate) key: ReceiptKey,
     pub(crate) clock: Box<dyn Clock>,
     pub(crate) tick_shift: u32,
@@ -131,7 +136,14 @@ impl EngineBuilder {
             std::thread::available_parallelism().map_or(1, |n| n.get()).min(crate::config::MAX_SHARDS)
         });
         let waiting = Arc::new(StatCountUsize::new(0));
-        let shared = Arc::new(EngineShared { id: random_u64(), key: ReceiptKey::random(), clock, tick_shift, waiting });
+        let shared = Arc::new(EngineShared {
+            id: random_u64(),
+            id_blocks: IdCount::new(0),
+            key: ReceiptKey::random(),
+            clock,
+            tick_shift,
+            waiting,
+        });
         let inner = Arc::new(EngineInner {
             shared,
             queues: DashMap::new(),

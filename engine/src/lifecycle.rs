@@ -89,7 +89,7 @@ impl QueueCore {
         for k in 0..shards {
             let shard = &self.shards[(home + k) % shards];
             if let Some((index, slot)) = shard.slab.allocate() {
-                let id = arrival.id.unwrap_or_else(|| shard.next_id(self.ordinal));
+                let id = arrival.id.unwrap_or_else(|| shard.next_id(&self.engine.id_blocks));
                 self.place(shard, index, slot, id, arrival, delay, now);
                 return Ok(id);
             }

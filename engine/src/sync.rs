@@ -85,6 +85,13 @@ pub(crate) type StatCount32 = std::sync::atomic::AtomicU32;
 /// See `StatCount32`.
 pub(crate) type StatCountUsize = std::sync::atomic::AtomicUsize;
 
+/// The message-id counters (`shard.rs`): a std atomic in both builds. An id
+/// must be unique, which needs only the atomicity of each read-modify-write;
+/// no transition reads an id to decide anything, so its ordering is Relaxed
+/// and there is nothing for loom to check in it, only interleavings to add to
+/// every send.
+pub(crate) type IdCount = std::sync::atomic::AtomicU64;
+
 /// Locks a mutex, recovering the data if a panicking thread poisoned it: every
 /// structure the engine guards with a mutex is left consistent between
 /// statements, so poison carries no information here.
