@@ -1,8 +1,11 @@
 //! Lease-pressure observability: counters and latency distributions.
 //!
 //! Invariant: hot-path recording touches only the recording shard's own
-//! cache-padded counters (Relaxed `fetch_add`, no shared line between shards);
-//! `QueueStats` sums the shards on read without stopping anyone. A gauge read
+//! cache-padded counters (no shared line between shards), and a shard's owner
+//! thread (the first to record there) updates its own copy with a plain load
+//! and store, every other thread a second copy with `fetch_add`, so each copy
+//! has either a single writer or only atomic read-modify-writes. `QueueStats`
+//! sums copies and shards on read without stopping anyone. A gauge read
 //! concurrently with operations may be momentarily behind, but the read order
 //! (outflows before inflows, each Acquire against Release increments) keeps
 //! every derived value between zero and what actually happened.
@@ -12,7 +15,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::sync::{AtomicU64, Ordering, SampleCount};
+use crate::sync::{AtomicU64, OnceLock, Ordering, SampleCount, StatCountUsize, thread_number};
 
 /// The monotonic counters each shard keeps.
 ///
@@ -135,9 +138,18 @@ impl AtomicHistogram {
         low + ((1u64 << shift) >> 1)
     }
 
-    pub(crate) fn record(&self, value: u64) {
+    /// Counts a sample; for any thread (an atomic read-modify-write).
+    fn record(&self, value: u64) {
         // Relaxed: a sample is a count, ordered with nothing else.
         self.buckets[Self::bucket_of(value)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a sample; only for this histogram's single writer (a plain
+    /// load and store, no locked instruction).
+    fn record_single_writer(&self, value: u64) {
+        let bucket = &self.buckets[Self::bucket_of(value)];
+        // Relaxed: as above; the load sees our own last store.
+        bucket.store(bucket.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
     fn add_to(&self, into: &mut Histogram<u64>) {
@@ -151,19 +163,55 @@ impl AtomicHistogram {
     }
 }
 
-/// One shard's counters and distributions, on their own cache lines.
+/// One copy of a shard's counters and distributions.
 #[derive(Debug)]
-pub(crate) struct ShardStats {
+struct Cells {
     counters: [AtomicU64; COUNTERS],
     distributions: [AtomicHistogram; DISTRIBUTIONS],
+}
+
+impl Cells {
+    fn new() -> Self {
+        Cells { counters: std::array::from_fn(|_| AtomicU64::new(0)), distributions: empty_histograms() }
+    }
+}
+
+/// One shard's counters and distributions, on their own cache lines.
+///
+/// The thread that records first becomes the shard's owner for good (thread
+/// numbers are never reused, so no other thread can ever match it) and writes
+/// `owned` without locked instructions; in the usual layout, one thread per
+/// home shard, that is nearly every update. Every other thread (a stealing
+/// receiver, an ack from another thread, the driver's expiries) adds to
+/// `shared` atomically; its histograms are allocated when first needed.
+#[derive(Debug)]
+pub(crate) struct ShardStats {
+    /// `thread_number() + 1` of the owner, 0 before anyone recorded. Only its
+    /// atomicity matters (it picks a copy, it orders nothing): a std atomic
+    /// under loom too.
+    owner: StatCountUsize,
+    owned: Cells,
+    shared_counters: [AtomicU64; COUNTERS],
+    shared_distributions: OnceLock<Box<[AtomicHistogram; DISTRIBUTIONS]>>,
 }
 
 impl ShardStats {
     pub(crate) fn new() -> Self {
         ShardStats {
-            counters: std::array::from_fn(|_| AtomicU64::new(0)),
-            distributions: std::array::from_fn(|_| AtomicHistogram::new()),
+            owner: StatCountUsize::new(0),
+            owned: Cells::new(),
+            shared_counters: std::array::from_fn(|_| AtomicU64::new(0)),
+            shared_distributions: OnceLock::new(),
         }
+    }
+
+    /// Whether the calling thread owns this shard's `owned` copy, claiming it
+    /// if nobody has yet.
+    #[inline]
+    fn is_owner(&self) -> bool {
+        let me = thread_number() + 1;
+        let owner = self.owner.load(Ordering::Relaxed);
+        owner == me || (owner == 0 && self.owner.compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed).is_ok())
     }
 
     /// Adds `n` to a counter. Release, so that a reader who Acquire-loads this
@@ -171,17 +219,44 @@ impl ShardStats {
     /// the module invariant).
     #[inline]
     pub(crate) fn add(&self, counter: Counter, n: u64) {
-        self.counters[counter as usize].fetch_add(n, COUNTER_WRITE);
+        if self.is_owner() {
+            let cell = &self.owned.counters[counter as usize];
+            // The owner is this copy's only writer: its Relaxed load sees its
+            // own last store, and the store publishes like a `fetch_add`.
+            cell.store(cell.load(Ordering::Relaxed) + n, COUNTER_WRITE);
+        } else {
+            self.shared_counters[counter as usize].fetch_add(n, COUNTER_WRITE);
+        }
     }
 
     #[inline]
     pub(crate) fn record(&self, distribution: Distribution, nanos: u64) {
-        self.distributions[distribution as usize].record(nanos);
+        if self.is_owner() {
+            self.owned.distributions[distribution as usize].record_single_writer(nanos);
+        } else {
+            let shared = self.shared_distributions.get_or_init(|| Box::new(empty_histograms()));
+            shared[distribution as usize].record(nanos);
+        }
     }
 
     pub(crate) fn get(&self, counter: Counter) -> u64 {
-        self.counters[counter as usize].load(COUNTER_READ)
+        self.get_at(counter as usize)
     }
+
+    fn get_at(&self, index: usize) -> u64 {
+        self.owned.counters[index].load(COUNTER_READ) + self.shared_counters[index].load(COUNTER_READ)
+    }
+
+    fn add_distribution_to(&self, distribution: Distribution, into: &mut Histogram<u64>) {
+        self.owned.distributions[distribution as usize].add_to(into);
+        if let Some(shared) = self.shared_distributions.get() {
+            shared[distribution as usize].add_to(into);
+        }
+    }
+}
+
+fn empty_histograms() -> [AtomicHistogram; DISTRIBUTIONS] {
+    std::array::from_fn(|_| AtomicHistogram::new())
 }
 
 /// Counter increments: Release (see `ShardStats::add`).
@@ -222,7 +297,7 @@ impl CounterSums {
         }
         for (index, sum) in sums.iter_mut().enumerate() {
             if !read[index] {
-                *sum = shards.clone().map(|s| s.counters[index].load(COUNTER_READ)).sum();
+                *sum = shards.clone().map(|s| s.get_at(index)).sum();
             }
         }
         CounterSums(sums)
@@ -339,7 +414,7 @@ impl QueueStats {
         let histogram = |d: Distribution| {
             let mut h = Histogram::<u64>::new(3).expect("3 significant figures is a valid precision");
             for shard in shards.clone() {
-                shard.distributions[d as usize].add_to(&mut h);
+                shard.add_distribution_to(d, &mut h);
             }
             h
         };
@@ -440,6 +515,33 @@ mod tests {
         assert_eq!(s.processing_time.len(), 1);
         let p = s.processing_percentile(50.0).unwrap();
         assert!(p >= Duration::from_micros(940) && p <= Duration::from_micros(1070), "{p:?}");
+    }
+
+    /// The owner's plain stores and the other threads' `fetch_add`s land in
+    /// different copies, so concurrent recording loses nothing.
+    #[test]
+    fn owner_and_other_threads_record_concurrently_without_loss() {
+        let stats = std::sync::Arc::new(ShardStats::new());
+        let per_thread = 50_000u64;
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let stats = stats.clone();
+                std::thread::spawn(move || {
+                    for i in 0..per_thread {
+                        stats.add(Counter::Received, 1);
+                        stats.record(Distribution::Processing, 1_000 + i % 7);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(stats.get(Counter::Received), 4 * per_thread);
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        stats.add_distribution_to(Distribution::Processing, &mut h);
+        assert_eq!(h.len(), 4 * per_thread);
+        assert_ne!(stats.owner.load(Ordering::Relaxed), 0, "one thread became the owner");
     }
 
     #[test]

@@ -116,25 +116,40 @@ pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
     }
 }
 
-/// A small number per thread, handed out in thread-creation order, so threads
-/// spread over shards round-robin. A preference only: nothing depends on two
-/// threads having different numbers, so a plain std counter is enough here.
+/// A small number per thread, handed out in the order threads first ask, so
+/// threads spread over shards round-robin. Numbers are unique and never
+/// reused (each comes from one `fetch_add`), so a number also identifies its
+/// thread for good: `ShardStats` relies on that to give each shard one
+/// single-writer owner. Nothing else depends on it, so a plain std counter
+/// (Relaxed: only its atomicity matters) is enough.
+/// The slot is const-initialised, so after a thread's first call this is one
+/// thread-local load (it runs on every counter update).
 #[cfg(not(loom))]
 #[inline]
 pub(crate) fn thread_number() -> usize {
+    const UNSET: usize = usize::MAX;
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     thread_local! {
-        static NUMBER: usize = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        static NUMBER: std::cell::Cell<usize> = const { std::cell::Cell::new(UNSET) };
     }
-    NUMBER.with(|n| *n)
+    NUMBER.with(|n| {
+        let number = n.get();
+        if number != UNSET {
+            return number;
+        }
+        let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        n.set(number);
+        number
+    })
 }
 
 /// Under loom: numbered in the order model threads first touch the engine
 /// within one execution (loom resets both statics per execution), so home
 /// shards differ between model threads, as they do in production, and each
-/// execution is reproducible from its schedule. The counter is a std atomic
-/// on purpose: it is a preference, not a synchronisation point, and a loom
-/// atomic would only add interleavings that cannot matter.
+/// execution is reproducible from its schedule; numbers are unique within an
+/// execution, as `ShardStats` needs. The counter is a std atomic on purpose:
+/// it is not a synchronisation point, and a loom atomic would only add
+/// interleavings that cannot matter.
 #[cfg(loom)]
 #[inline]
 pub(crate) fn thread_number() -> usize {
