@@ -1,17 +1,73 @@
 //! The background driver: one thread per engine on a real clock.
 //!
-//! Invariant: the driver holds only a `Weak` reference between ticks, so it
+//! Invariant: the driver holds only a `Weak` reference between wakes, so it
 //! never keeps an engine alive; it exits when the engine is gone or `stop` is
-//! called, whichever comes first. Each tick it applies due timers of every
+//! called, whichever comes first. Each wake it applies due timers of every
 //! queue (which wakes long-polling receivers when messages become ready),
 //! sweeps out timer entries of leases that already ended, and wakes async
-//! receivers whose wait ran out.
+//! receivers whose wait ran out; then it sleeps until the earliest deadline
+//! it knows of, at least one tick and at most `IDLE_TICKS` ticks. An idle
+//! engine therefore wakes about ten times a second, not a thousand.
+//!
+//! Invariant (no deadline slept through): a thread that adds a deadline
+//! earlier than any its shard had (or an async waiter's timeout) unparks the
+//! driver when the driver plans to wake later than that (see `DriverSignal`).
 
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
+use crate::clock::duration_nanos;
 use crate::engine::EngineInner;
-use crate::sync::{Arc, AtomicBool, Ordering, Weak};
+use crate::sync::{Arc, AtomicBool, OnceLock, Ordering, Weak};
+
+/// The longest the driver sleeps, in ticks, when nothing is due (100 ms with
+/// the default 1 ms tick): the cadence of sweeping ended timers and of moving
+/// timer inboxes into the wheels while every deadline is far away.
+const IDLE_TICKS: u32 = 100;
+
+/// How operations tell a sleeping driver about a deadline it has not seen.
+///
+/// Invariant (a Dekker pattern, as in `waiters.rs`): before sleeping, the
+/// driver stores when it will wake in `wake_at`, issues a SeqCst fence, and
+/// reads every shard's `next_due` hint and every async waiter's deadline once
+/// more. A thread that lowers a hint (or registers an async waiter) issues a
+/// SeqCst fence after doing so, then reads `wake_at` and unparks the driver if
+/// its deadline is earlier. By the fences, either the driver's second look
+/// sees the new deadline, or the thread sees the planned wake and unparks it.
+/// While the driver is awake `wake_at` is 0, so nobody unparks it: it looks
+/// again before it sleeps.
+#[derive(Debug, Default)]
+pub(crate) struct DriverSignal {
+    /// Engine time the sleeping driver wakes at; 0 while it is awake. A std
+    /// atomic under loom too: loom models use a manual clock, which has no
+    /// driver.
+    wake_at: std::sync::atomic::AtomicU64,
+    thread: OnceLock<Thread>,
+    /// Times the driver woke (tests: an idle engine must sleep).
+    #[cfg(all(test, not(loom)))]
+    wakes: std::sync::atomic::AtomicU64,
+}
+
+impl DriverSignal {
+    /// A deadline at `at` (engine time) was added where the driver may not
+    /// have seen it.
+    #[inline]
+    pub(crate) fn deadline_added(&self, at: u64) {
+        // Under loom there is no driver (models use a manual clock); the
+        // fence would only add interleavings to the timer model.
+        #[cfg(not(loom))]
+        {
+            std::sync::atomic::fence(Ordering::SeqCst);
+            if at < self.wake_at.load(Ordering::Relaxed) {
+                if let Some(thread) = self.thread.get() {
+                    thread.unpark();
+                }
+            }
+        }
+        #[cfg(loom)]
+        let _ = at;
+    }
+}
 
 /// A running driver thread.
 #[derive(Debug)]
@@ -23,13 +79,14 @@ pub(crate) struct Driver {
 impl Driver {
     /// Starts the driver. It uses a plain std thread: it only exists with a
     /// real clock, which loom models never use.
-    pub(crate) fn spawn(engine: Weak<EngineInner>, tick: Duration) -> Driver {
+    pub(crate) fn spawn(engine: Weak<EngineInner>, signal: &DriverSignal, tick: Duration) -> Driver {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
         let thread = std::thread::Builder::new()
             .name("leaseq-driver".into())
             .spawn(move || run(engine, tick, &stopping))
             .expect("the OS refused to start the leaseq driver thread");
+        let _ = signal.thread.set(thread.thread().clone());
         Driver { stop, thread }
     }
 
@@ -46,19 +103,81 @@ impl Driver {
 }
 
 fn run(engine: Weak<EngineInner>, tick: Duration, stop: &AtomicBool) {
+    let tick_nanos = duration_nanos(tick);
     while !stop.load(Ordering::Acquire) {
-        {
+        let sleep = {
             let Some(engine) = engine.upgrade() else {
                 return;
             };
-            let now = engine.shared.clock.now().0;
-            for queue in engine.live_queues().iter() {
+            let signal = &engine.shared.driver;
+            let clock = &engine.shared.clock;
+            // Awake: nobody needs to unpark us until we publish a wake time.
+            signal.wake_at.store(0, Ordering::Relaxed);
+            #[cfg(all(test, not(loom)))]
+            signal.wakes.fetch_add(1, Ordering::Relaxed);
+            let now = clock.now().0;
+            let queues = engine.live_queues();
+            for queue in queues.iter() {
                 queue.tidy_timers(now);
                 queue.waiters.wake_timed_out(now);
             }
-            // Our references end here, before sleeping, so a deleted queue or
-            // a dropped engine is freed promptly.
-        }
-        std::thread::park_timeout(tick);
+            let earliest = || {
+                let idle = now.saturating_add(tick_nanos.saturating_mul(u64::from(IDLE_TICKS)));
+                queues.iter().map(|queue| queue.next_due().min(queue.waiters.earliest_wake_at())).fold(idle, u64::min)
+            };
+            let planned = earliest();
+            signal.wake_at.store(planned, Ordering::Relaxed);
+            // SeqCst fence: the planned wake is ordered before the second look
+            // (see `DriverSignal`).
+            std::sync::atomic::fence(Ordering::SeqCst);
+            let wake = earliest().min(planned);
+            // At least a tick between wakes, so a stream of due timers costs
+            // at most one wake per tick; our references end here, before
+            // sleeping, so a deleted queue or a dropped engine is freed
+            // promptly.
+            Duration::from_nanos(wake.saturating_sub(clock.now().0).max(tick_nanos))
+        };
+        std::thread::park_timeout(sleep);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use crate::{Engine, QueueConfig, ReceiveOptions};
+
+    /// With nothing due, the driver sleeps up to `IDLE_TICKS` ticks at a
+    /// time instead of waking every tick.
+    #[test]
+    fn an_idle_engine_sleeps() {
+        let engine = Engine::builder().tick(Duration::from_millis(1)).build();
+        let _q = engine.create_queue("idle", QueueConfig::default()).unwrap();
+        let started = Instant::now();
+        std::thread::sleep(Duration::from_millis(500));
+        let wakes = engine.inner.shared.driver.wakes.load(std::sync::atomic::Ordering::Relaxed);
+        let ticks = started.elapsed().as_millis();
+        assert!(wakes <= 20, "{wakes} driver wakes in {ticks} ticks of an idle engine");
+    }
+
+    /// A lease taken while the driver sleeps idle still expires on time: the
+    /// receive that schedules the earlier deadline wakes the driver, which
+    /// expires the lease and wakes the blocked receiver (with a 10 ms tick
+    /// the idle sleep is a whole second).
+    #[test]
+    fn a_deadline_added_during_an_idle_sleep_wakes_the_driver() {
+        let engine = Engine::builder().tick(Duration::from_millis(10)).build();
+        let config = QueueConfig { visibility_timeout: Duration::from_millis(50), ..QueueConfig::default() };
+        let q = engine.create_queue("jobs", config).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        q.send(&b"m"[..]).unwrap();
+        let first = q.receive(1).unwrap().remove(0);
+        let deadline = Instant::now() + first.lease_left(q.now());
+        let wait = ReceiveOptions { wait: Some(Duration::from_secs(5)), ..ReceiveOptions::default() };
+        let again = q.receive_with(1, wait).unwrap();
+        let late = Instant::now().saturating_duration_since(deadline);
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].delivery_count, 2);
+        assert!(late < Duration::from_millis(500), "redelivered {late:?} after its deadline");
     }
 }

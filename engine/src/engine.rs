@@ -13,7 +13,7 @@ use dashmap::DashMap;
 
 use crate::clock::{Clock, Nanos, SystemClock, duration_nanos};
 use crate::config::{QueueConfig, validate_name};
-use crate::driver::Driver;
+use crate::driver::{Driver, DriverSignal};
 use crate::error::Error;
 use crate::queue::{Queue, QueueCore};
 use crate::receipt::{ReceiptKey, random_u64};
@@ -34,6 +34,8 @@ pub(crate) struct EngineShared {
     pub(crate) tick_shift: u32,
     /// Long-polling receivers waiting on any queue of this engine.
     pub(crate) waiting: Arc<StatCountUsize>,
+    /// How operations wake a sleeping driver for a deadline it has not seen.
+    pub(crate) driver: Arc<DriverSignal>,
 }
 
 pub(crate) struct EngineInner {
@@ -86,7 +88,7 @@ impl Drop for EngineInner {
 /// operation applies the expiries due at the clock's current time.
 #[derive(Clone, Debug)]
 pub struct Engine {
-    inner: Arc<EngineInner>,
+    pub(crate) inner: Arc<EngineInner>,
 }
 
 /// Builds an `Engine`.
@@ -143,6 +145,7 @@ impl EngineBuilder {
             clock,
             tick_shift,
             waiting,
+            driver: Arc::default(),
         });
         let inner = Arc::new(EngineInner {
             shared,
@@ -184,7 +187,7 @@ impl EngineBuilder {
                 }
             }));
         } else {
-            *lock(&inner.driver) = Some(Driver::spawn(weak, self.tick));
+            *lock(&inner.driver) = Some(Driver::spawn(weak, &inner.shared.driver, self.tick));
         }
         Engine { inner }
     }

@@ -69,6 +69,21 @@ impl QueueCore {
         self.engine.clock.now().0
     }
 
+    /// Schedules a timer entry, telling a sleeping driver about a deadline
+    /// earlier than any its shard had.
+    #[inline]
+    fn schedule(&self, shard: &Shard, entry: TimerEntry) {
+        if shard.timers.schedule(entry) {
+            self.engine.driver.deadline_added(entry.deadline);
+        }
+    }
+
+    /// The earliest deadline any shard of this queue may hold (a lower bound),
+    /// or `u64::MAX`.
+    pub(crate) fn next_due(&self) -> u64 {
+        self.shards.iter().map(|shard| shard.timers.next_due()).min().unwrap_or(u64::MAX)
+    }
+
     // ----- send ------------------------------------------------------------
 
     /// Sends one message. Errors change nothing and hand the payload back.
@@ -123,11 +138,14 @@ impl QueueCore {
         if delay > 0 {
             shard.stats.add(Counter::SentDelayed, 1);
             slot.lease.publish_owned(published);
-            shard.timers.schedule(TimerEntry {
-                deadline: now.saturating_add(delay),
-                slot: index,
-                generation: published.generation() as u32,
-            });
+            self.schedule(
+                shard,
+                TimerEntry {
+                    deadline: now.saturating_add(delay),
+                    slot: index,
+                    generation: published.generation() as u32,
+                },
+            );
         } else {
             shard.stats.add(Counter::SentReady, 1);
             slot.lease.publish_owned(published);
@@ -205,7 +223,7 @@ impl QueueCore {
             stats.add(Counter::Redelivered, 1);
         }
         claim.publish(published);
-        shard.timers.schedule(TimerEntry { deadline, slot: entry.slot, generation: published.generation() as u32 });
+        self.schedule(shard, TimerEntry { deadline, slot: entry.slot, generation: published.generation() as u32 });
         let receipt = Receipt::mint(
             &self.engine.key,
             self.engine.id,
@@ -401,11 +419,10 @@ impl QueueCore {
             // The existing timer fires too late for an earlier deadline; a
             // later deadline needs nothing: that timer re-schedules itself
             // when it fires (lazy rescheduling).
-            shard.timers.schedule(TimerEntry {
-                deadline: extended,
-                slot: receipt.slot,
-                generation: before.generation() as u32,
-            });
+            self.schedule(
+                shard,
+                TimerEntry { deadline: extended, slot: receipt.slot, generation: before.generation() as u32 },
+            );
         }
         shard.stats.add(Counter::Extensions, 1);
         if extended <= now {
@@ -514,11 +531,10 @@ impl QueueCore {
         if delayed {
             shard.stats.add(Counter::DelayedIn, 1);
             claim.publish(published);
-            shard.timers.schedule(TimerEntry {
-                deadline: eligible_at,
-                slot: index,
-                generation: published.generation() as u32,
-            });
+            self.schedule(
+                shard,
+                TimerEntry { deadline: eligible_at, slot: index, generation: published.generation() as u32 },
+            );
             false
         } else {
             shard.stats.add(Counter::ReadyIn, 1);
@@ -743,7 +759,7 @@ impl QueueCore {
         let (deadline, id, count) = unsafe { slot.body(|body| (body.deadline, body.id, body.delivery_count)) };
         if deadline > now {
             claim.revert();
-            shard.timers.schedule(TimerEntry { deadline, slot: index, generation: generation as u32 });
+            self.schedule(shard, TimerEntry { deadline, slot: index, generation: generation as u32 });
             return false;
         }
         let delay = duration_nanos(self.config.backoff.delay(MessageId(id), count));

@@ -365,6 +365,8 @@ impl Future for ReceiveFuture {
         core.receive_ready(this.max, visibility, now, &mut out);
         if out.is_empty() && now < until {
             let registration = core.waiters.register_task(cx.waker(), until, this.registration);
+            // The driver wakes this task at `until` to let it time out.
+            core.engine.driver.deadline_added(until);
             this.registration = Some(registration);
             core.receive_ready(this.max, visibility, core.now(), &mut out);
             if out.is_empty() {

@@ -58,9 +58,11 @@ impl Timers {
         }
     }
 
-    /// Schedules `entry`. Lock-free outside loom.
+    /// Schedules `entry`. Lock-free outside loom. Returns whether it lowered
+    /// the shard's `next_due` hint (a deadline earlier than any the shard had):
+    /// a sleeping driver may then need waking (see `DriverSignal`).
     #[inline]
-    pub(crate) fn schedule(&self, entry: TimerEntry) {
+    pub(crate) fn schedule(&self, entry: TimerEntry) -> bool {
         #[cfg(not(loom))]
         self.inbox.push(entry);
         #[cfg(loom)]
@@ -71,7 +73,15 @@ impl Timers {
         // matters: a skipped fetch_min means the hint was already <= deadline.
         if entry.deadline < self.next_due.load(Ordering::Acquire) {
             self.next_due.fetch_min(entry.deadline, Ordering::AcqRel);
+            return true;
         }
+        false
+    }
+
+    /// The `next_due` hint: no deadline in this shard is earlier.
+    #[inline]
+    pub(crate) fn next_due(&self) -> u64 {
+        self.next_due.load(Ordering::Acquire)
     }
 
     /// Whether something may be due at `now` (cheap: one load).

@@ -135,6 +135,15 @@ impl Waiters {
 
     /// Wakes async waiters whose wait ran out by `now` (the driver calls this
     /// each tick so timeouts work on any executor).
+    /// The earliest time the driver must wake an async waiter to let it time
+    /// out, or `u64::MAX`.
+    pub(crate) fn earliest_wake_at(&self) -> u64 {
+        if self.count.load(Ordering::Relaxed) == 0 {
+            return u64::MAX;
+        }
+        lock(&self.list).entries.iter().filter_map(|e| e.wake_at).min().unwrap_or(u64::MAX)
+    }
+
     pub(crate) fn wake_timed_out(&self, now: u64) {
         if self.count.load(Ordering::Relaxed) == 0 {
             return;
