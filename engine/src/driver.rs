@@ -117,12 +117,16 @@ fn run(engine: Weak<EngineInner>, tick: Duration, stop: &AtomicBool) {
             signal.wakes.fetch_add(1, Ordering::Relaxed);
             let now = clock.now().0;
             let queues = engine.live_queues();
+            let mut sweeping = false;
             for queue in queues.iter() {
-                queue.tidy_timers(now);
+                sweeping |= queue.tidy_timers(now);
                 queue.waiters.wake_timed_out(now);
             }
+            // An unfinished sweep continues next tick: at 4096 entries per
+            // shard per wake it must keep up with acks, not wait for idleness.
+            let idle_ticks = if sweeping { 1 } else { u64::from(IDLE_TICKS) };
             let earliest = || {
-                let idle = now.saturating_add(tick_nanos.saturating_mul(u64::from(IDLE_TICKS)));
+                let idle = now.saturating_add(tick_nanos.saturating_mul(idle_ticks));
                 queues.iter().map(|queue| queue.next_due().min(queue.waiters.earliest_wake_at())).fold(idle, u64::min)
             };
             let planned = earliest();

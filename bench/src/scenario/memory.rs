@@ -19,7 +19,8 @@ pub(crate) struct Footprint {
     pub(crate) per_in_flight: f64,
     /// Bytes still held per message that was sent, received and acked within
     /// its lease (timer entries waiting for a deadline that no longer matters:
-    /// the price of lazy cancellation, until the deadline passes).
+    /// the price of lazy cancellation, until the deadline passes or, in the
+    /// engine, the driver sweeps them out).
     pub(crate) per_acked_within_lease: f64,
 }
 
@@ -29,6 +30,10 @@ impl Footprint {
                "bytes_per_acked_within_lease": self.per_acked_within_lease})
     }
 }
+
+/// Long enough for the engine's driver to wake at least twice when nothing is
+/// due (it sleeps at most 100 ticks, 100 ms by default).
+const SETTLE: Duration = Duration::from_millis(250);
 
 /// Sends `n` messages, then receives them all (system clock, so the engine's
 /// driver moves timer entries into its wheel as it would in production).
@@ -47,11 +52,16 @@ pub(crate) fn run<S: Subject>(n: usize) -> Footprint {
     while received < n {
         received += queue.receive((n - received).min(1024)).len();
     }
-    // Let the driver drain the timer inbox into the wheel.
-    std::thread::sleep(Duration::from_millis(20));
+    // Let the driver drain the timer inbox into the wheel: it wakes at least
+    // every 100 ms (100 ticks) even when nothing is due.
+    std::thread::sleep(SETTLE);
     let in_flight = alloc::live_bytes();
     alloc::stop_counting();
     drop(queue);
+    // If the driver was mid-wake when the queue was dropped, it held the last
+    // engine handle and frees the engine itself; let it finish before the
+    // count restarts, or those frees would be subtracted from the next phase.
+    std::thread::sleep(SETTLE);
 
     // Full cycles with a 600 s lease: everything is acked, nothing is due.
     alloc::start_counting();
@@ -68,7 +78,7 @@ pub(crate) fn run<S: Subject>(n: usize) -> Footprint {
         }
     }
     drop(deliveries);
-    std::thread::sleep(Duration::from_millis(20));
+    std::thread::sleep(SETTLE);
     let acked = alloc::live_bytes();
     alloc::stop_counting();
     drop(queue);
