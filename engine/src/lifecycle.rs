@@ -374,7 +374,7 @@ impl QueueCore {
         stats.record(Distribution::LeaseLeftAtAck, left);
         let before = claim.before();
         claim.publish(next::freed(before));
-        shard.slab.free(index);
+        shard.slab.free(index, slot);
         // Freed outside the claim: a large payload's deallocation should not
         // lengthen anyone's spin.
         drop((payload, history));
@@ -636,7 +636,7 @@ impl QueueCore {
         shard.stats.add(Counter::InFlightOut, 1);
         let before = claim.before();
         claim.publish(next::freed(before));
-        shard.slab.free(index);
+        shard.slab.free(index, slot);
         drop((payload, history));
         Ok(())
     }
@@ -839,7 +839,7 @@ impl QueueCore {
         shard.stats.add(reason, 1);
         let before = claim.before();
         claim.publish(next::freed(before));
-        shard.slab.free(index);
+        shard.slab.free(index, slot);
         drop((payload, history));
     }
 

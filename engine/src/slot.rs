@@ -240,15 +240,14 @@ impl Slab {
     /// Takes a free slot, or `None` if the shard is at capacity. The caller
     /// owns the returned slot until it publishes a non-`Free` word.
     pub(crate) fn allocate(&self) -> Option<(u32, &Slot)> {
-        if let Some(index) = self.pop_free() {
-            let slot = self.get(index).expect("free-listed slots were allocated");
-            return Some((index, slot));
+        if let Some(popped) = self.pop_free() {
+            return Some(popped);
         }
         let mut current = self.allocated.load(Ordering::Relaxed);
         loop {
             if current >= self.capacity {
                 // Another thread may have freed one since we looked.
-                return self.pop_free().map(|index| (index, self.get(index).expect("free-listed slots exist")));
+                return self.pop_free();
             }
             // Create the page before publishing the index, so `get` never
             // sees an index whose page is missing.
@@ -264,10 +263,10 @@ impl Slab {
         }
     }
 
-    /// Returns a slot to the free list. The caller owns it and has published a
-    /// `Free` word.
-    pub(crate) fn free(&self, index: u32) {
-        let slot = self.get(index).expect("freed slots were allocated");
+    /// Returns slot `index` (`slot`, which the caller already holds) to the
+    /// free list. The caller owns it and has published a `Free` word.
+    pub(crate) fn free(&self, index: u32, slot: &Slot) {
+        debug_assert!(self.get(index).is_some_and(|s| std::ptr::eq(s, slot)), "slot {index} freed with another slot");
         let mut head = self.free_head.load(Ordering::Relaxed);
         loop {
             // Relaxed: this link is published by the Release CAS below.
@@ -282,7 +281,9 @@ impl Slab {
         }
     }
 
-    fn pop_free(&self) -> Option<u32> {
+    /// Pops the free list: the slot's index and the slot itself (found once,
+    /// for the link, and handed back rather than looked up again).
+    fn pop_free(&self) -> Option<(u32, &Slot)> {
         let mut head = self.free_head.load(Ordering::Acquire);
         loop {
             let top = head as u32;
@@ -297,7 +298,7 @@ impl Slab {
             let next = (head & !0xffff_ffff).wrapping_add(1 << 32) | u64::from(below);
             // Acquire: takes ownership of the slot the freer released.
             match self.free_head.compare_exchange_weak(head, next, Ordering::Acquire, Ordering::Acquire) {
-                Ok(_) => return Some(top),
+                Ok(_) => return Some((top, slot)),
                 Err(actual) => head = actual,
             }
         }
@@ -316,8 +317,8 @@ mod tests {
         let c = slab.allocate().unwrap().0;
         assert_eq!((a, b, c), (0, 1, 2));
         assert!(slab.allocate().is_none(), "capacity is a hard limit");
-        slab.free(b);
-        slab.free(a);
+        slab.free(b, slab.get(b).unwrap());
+        slab.free(a, slab.get(a).unwrap());
         assert_eq!(slab.allocate().unwrap().0, a, "free list is LIFO");
         assert_eq!(slab.allocate().unwrap().0, b);
         assert!(slab.allocate().is_none());
@@ -359,13 +360,13 @@ mod tests {
                         if round % 3 == 0 || held.len() > 20 {
                             while let Some(index) = held.pop() {
                                 slab.get(index).unwrap().sent_at.store(0, Ordering::Release);
-                                slab.free(index);
+                                slab.free(index, slab.get(index).unwrap());
                             }
                         }
                     }
                     for index in held {
                         slab.get(index).unwrap().sent_at.store(0, Ordering::Release);
-                        slab.free(index);
+                        slab.free(index, slab.get(index).unwrap());
                     }
                 })
             })
