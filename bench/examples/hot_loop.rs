@@ -57,17 +57,8 @@ fn main() {
         "expiry" => {
             let mut total = Duration::ZERO;
             for _ in 0..5 {
-                let clock = ManualClock::new();
-                let engine = Engine::builder().clock(clock.clone()).default_shards(1).build();
-                let config = QueueConfig { max_messages: n + 1024, ..QueueConfig::default() };
-                let q = engine.create_queue("hot", config).expect("valid config");
-                for _ in 0..n {
-                    q.send(body.clone()).expect("room");
-                }
-                let mut leased = 0;
-                while leased < n {
-                    leased += q.receive((n - leased).min(1024)).expect("live queue").len();
-                }
+                let (clock, _engine, q) = filled_queue(n, &body);
+                lease_all(&q, n);
                 // A manual clock applies due expiries as it moves, so the
                 // advance is part of what is timed.
                 let started = Instant::now();
@@ -80,19 +71,10 @@ fn main() {
         "expiry-rounds" => {
             // One queue, N leases expiring at one deadline, 200 times over:
             // the per-firing overhead of a small N.
-            let clock = ManualClock::new();
-            let engine = Engine::builder().clock(clock.clone()).default_shards(1).build();
-            let config = QueueConfig { max_messages: n + 1024, ..QueueConfig::default() };
-            let q = engine.create_queue("hot", config).expect("valid config");
-            for _ in 0..n {
-                q.send(body.clone()).expect("room");
-            }
+            let (clock, _engine, q) = filled_queue(n, &body);
             let mut total = Duration::ZERO;
             for _ in 0..200 {
-                let mut leased = 0;
-                while leased < n {
-                    leased += q.receive((n - leased).min(1024)).expect("live queue").len();
-                }
+                lease_all(&q, n);
                 // The advance applies the expiries (the message taken by a
                 // receive would stay in flight and starve the next round).
                 let started = Instant::now();
@@ -102,5 +84,26 @@ fn main() {
             println!("{:.1} ns per expiry", total.as_nanos() as f64 / (200 * n) as f64);
         }
         other => eprintln!("unknown mode '{other}': use cycle, baseline-cycle, expiry or expiry-rounds"),
+    }
+}
+
+/// A one-shard queue on a manual clock holding `n` ready messages (the engine
+/// handle is returned so it outlives the queue's use).
+fn filled_queue(n: usize, body: &Bytes) -> (ManualClock, Engine, leaseq::Queue) {
+    let clock = ManualClock::new();
+    let engine = Engine::builder().clock(clock.clone()).default_shards(1).build();
+    let config = QueueConfig { max_messages: n + 1024, ..QueueConfig::default() };
+    let q = engine.create_queue("hot", config).expect("valid config");
+    for _ in 0..n {
+        q.send(body.clone()).expect("room");
+    }
+    (clock, engine, q)
+}
+
+/// Receives until `n` leases are in flight.
+fn lease_all(q: &leaseq::Queue, n: usize) {
+    let mut leased = 0;
+    while leased < n {
+        leased += q.receive((n - leased).min(1024)).expect("live queue").len();
     }
 }
