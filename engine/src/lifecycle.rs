@@ -1018,7 +1018,7 @@ mod tests {
         let config =
             QueueConfig { visibility_timeout: Duration::from_secs(3600), shards: Some(1), ..QueueConfig::default() };
         let q = engine.create_queue("hot", config).unwrap();
-        let cycles = 200_000;
+        let cycles = 400_000;
         let mut out = Vec::new();
         for _ in 0..cycles {
             q.send(&b"m"[..]).unwrap();
@@ -1031,9 +1031,9 @@ mod tests {
         let started = std::time::Instant::now();
         let mut left = timers.entries();
         // A sweep keeps pace with acks (a driver wake per tick while one is
-        // unfinished): 200,000 entries take milliseconds, not the seconds of
+        // unfinished): 400,000 entries take milliseconds, not the ten seconds of
         // sweeping only when the driver wakes for other reasons.
-        while left > bound && started.elapsed() < Duration::from_secs(2) {
+        while left > bound && started.elapsed() < Duration::from_secs(4) {
             thread::sleep(Duration::from_millis(10));
             left = timers.entries();
         }
