@@ -282,6 +282,21 @@ fn async_receive_is_woken_by_a_send_and_by_its_timeout() {
     assert!(bad.is_err());
 }
 
+/// An async receive's timeout runs out on time even when the driver is in a
+/// long idle sleep (a 10 ms tick makes it a whole second): registering the
+/// waiter tells the driver about the earlier deadline.
+#[test]
+fn async_timeout_wakes_an_idle_driver() {
+    let engine = Engine::builder().tick(Duration::from_millis(10)).build();
+    let queue = engine.create_queue("idle", QueueConfig::default()).unwrap();
+    thread::sleep(Duration::from_millis(100));
+    let started = Instant::now();
+    let none = block_on(queue.receive_async(1, ReceiveOptions::wait(Duration::from_millis(50)))).unwrap();
+    let waited = started.elapsed();
+    assert!(none.is_empty());
+    assert!(waited >= Duration::from_millis(50) && waited < Duration::from_millis(500), "{waited:?}");
+}
+
 #[test]
 fn a_release_wakes_a_long_poller() {
     let engine = Engine::new();
