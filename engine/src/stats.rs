@@ -13,6 +13,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
 
 use crate::sync::{AtomicU64, OnceLock, Ordering, SampleCount, StatCountUsize, thread_number};
@@ -188,19 +189,21 @@ impl Cells {
 pub(crate) struct ShardStats {
     /// `thread_number() + 1` of the owner, 0 before anyone recorded. Only its
     /// atomicity matters (it picks a copy, it orders nothing): a std atomic
-    /// under loom too.
-    owner: StatCountUsize,
+    /// under loom too. Read on every update by every thread, so it gets a
+    /// cache line of its own, as the shared counters do: neither may share a
+    /// line with the counters the owner writes.
+    owner: CachePadded<StatCountUsize>,
     owned: Cells,
-    shared_counters: [AtomicU64; COUNTERS],
+    shared_counters: CachePadded<[AtomicU64; COUNTERS]>,
     shared_distributions: OnceLock<Box<[AtomicHistogram; DISTRIBUTIONS]>>,
 }
 
 impl ShardStats {
     pub(crate) fn new() -> Self {
         ShardStats {
-            owner: StatCountUsize::new(0),
+            owner: CachePadded::new(StatCountUsize::new(0)),
             owned: Cells::new(),
-            shared_counters: std::array::from_fn(|_| AtomicU64::new(0)),
+            shared_counters: CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))),
             shared_distributions: OnceLock::new(),
         }
     }
