@@ -138,10 +138,11 @@ impl EngineBuilder {
             std::thread::available_parallelism().map_or(1, |n| n.get()).min(crate::config::MAX_SHARDS)
         });
         let waiting = Arc::new(StatCountUsize::new(0));
+        let id = random_u64();
         let shared = Arc::new(EngineShared {
-            id: random_u64(),
+            id,
             id_blocks: IdCount::new(0),
-            key: ReceiptKey::random(),
+            key: ReceiptKey::random(id),
             clock,
             tick_shift,
             waiting,

@@ -139,6 +139,10 @@ impl FromStr for Receipt {
 pub(crate) struct ReceiptKey {
     k0: u64,
     k1: u64,
+    /// The engine this key serves and the first round of the tag for it,
+    /// which depends on nothing else: computed once, not per receipt.
+    engine: u64,
+    engine_round: u64,
 }
 
 impl fmt::Debug for ReceiptKey {
@@ -149,15 +153,15 @@ impl fmt::Debug for ReceiptKey {
 
 impl ReceiptKey {
     /// A fresh random key (from the standard library's per-process random
-    /// hasher seeds).
-    pub(crate) fn random() -> Self {
+    /// hasher seeds) for the engine `engine`.
+    pub(crate) fn random(engine: u64) -> Self {
         let k0 = random_u64();
         let k1 = random_u64();
-        ReceiptKey { k0, k1 }
+        ReceiptKey { k0, k1, engine, engine_round: mix(engine ^ k0) }
     }
 
     fn tag(&self, engine: u64, queue: u32, shard: u16, slot: u32, generation: u64) -> u64 {
-        let a = mix(engine ^ self.k0);
+        let a = if engine == self.engine { self.engine_round } else { mix(engine ^ self.k0) };
         let b = mix(a ^ (u64::from(queue) << 32 | u64::from(slot)) ^ self.k1);
         let c = mix(b ^ generation.rotate_left(17) ^ (u64::from(shard) << 48));
         mix(c ^ self.k0.rotate_left(29))
@@ -187,8 +191,22 @@ mod tests {
     use super::*;
 
     fn sample() -> (ReceiptKey, Receipt) {
-        let key = ReceiptKey::random();
+        let key = ReceiptKey::random(0xdead_beef);
         (key, Receipt::mint(&key, 0xdead_beef, 7, 1, 42, 9))
+    }
+
+    /// The first round cached for the key's own engine gives the same tags
+    /// as computing it, so receipts do not depend on which path minted them.
+    #[test]
+    fn the_cached_engine_round_changes_no_tag() {
+        let key = ReceiptKey::random(0xdead_beef);
+        let uncached = ReceiptKey { engine: !key.engine, ..key };
+        for (queue, shard, slot, generation) in [(7, 1, 42, 9), (0, 0, 0, 0), (u32::MAX, 255, 1 << 20, 1 << 50)] {
+            assert_eq!(
+                key.tag(0xdead_beef, queue, shard, slot, generation),
+                uncached.tag(0xdead_beef, queue, shard, slot, generation)
+            );
+        }
     }
 
     #[test]
@@ -215,7 +233,7 @@ mod tests {
         for v in variants {
             assert!(!v.verify(&key), "{v} verified");
         }
-        assert!(!r.verify(&ReceiptKey::random()), "another engine's key accepts it");
+        assert!(!r.verify(&ReceiptKey::random(0xdead_beef)), "another engine's key accepts it");
     }
 
     #[test]
