@@ -148,10 +148,7 @@ impl Timers {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-
-    fn entry(deadline: u64, slot: u32) -> TimerEntry {
-        TimerEntry { deadline, slot, generation: 0 }
-    }
+    use crate::wheel::tests::entry;
 
     /// A burst larger than one batch comes out over several calls, every due
     /// entry exactly once, and between calls the hint says "due now" so the

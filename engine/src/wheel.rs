@@ -282,11 +282,12 @@ fn level_for(elapsed: u64, when: u64) -> usize {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn entry(deadline: u64, slot: u32) -> TimerEntry {
+    /// A test entry (generation 0); the timer inbox's tests use it too.
+    pub(crate) fn entry(deadline: u64, slot: u32) -> TimerEntry {
         TimerEntry { deadline, slot, generation: 0 }
     }
 
