@@ -16,6 +16,19 @@
 //! `fetch_min`s are read-modify-writes on one location, so they are totally
 //! ordered and AcqRel makes the push visible to the drain that follows.
 //!
+//! A pusher that skips its `fetch_min` (the hint was already at or below its
+//! deadline) takes part in a store-load pattern instead: it pushes, then reads
+//! the hint; the drainer swaps the hint, then reads the inbox. Acquire/Release
+//! alone would let both miss each other (the pusher reads the old hint, the
+//! drain misses the entry, fires the earlier deadline that kept the hint low,
+//! and the entry waits for the driver's next periodic drain). So that load and
+//! the swap are SeqCst: `SegQueue::push` claims its position with a SeqCst
+//! compare-exchange and an emptiness check in `pop` follows a SeqCst fence
+//! (crossbeam-queue 0.3), which puts the claim before the pusher's load, the
+//! load before the swap (it read an older value) and the swap before the
+//! drainer's fence in the single SeqCst order, so the drain sees the entry.
+//! On x86-64 a SeqCst load is a plain load and the swap is `xchg` either way.
+//!
 //! Under loom the inbox is a loom `Mutex<Vec>` (crossbeam's `SegQueue` is not
 //! built on loom's atomics); the protocol around it is the same code.
 
@@ -69,9 +82,10 @@ impl Timers {
         crate::sync::lock(&self.inbox).push(entry);
         // Only the read-modify-write when it lowers the hint: deadlines of a
         // fixed visibility arrive in increasing order, so usually this is a
-        // plain load. The load may be stale-high, never stale-low in a way that
-        // matters: a skipped fetch_min means the hint was already <= deadline.
-        if entry.deadline < self.next_due.load(Ordering::Acquire) {
+        // plain load. SeqCst, not Acquire: when it skips the fetch_min, the
+        // single SeqCst order is what guarantees the next drain sees the push
+        // (see the module docs).
+        if entry.deadline < self.next_due.load(Ordering::SeqCst) {
             self.next_due.fetch_min(entry.deadline, Ordering::AcqRel);
             return true;
         }
@@ -105,7 +119,9 @@ impl Timers {
     /// `state.fired`. Call with the wheel held, and again while it returns
     /// entries: at most `FIRE_BATCH` come from the inbox per call.
     pub(crate) fn collect_due(&self, state: &mut WheelState, now: u64) {
-        self.next_due.swap(u64::MAX, Ordering::AcqRel);
+        // SeqCst: ordered after the load of any pusher that read an older
+        // hint, and before the inbox's emptiness check (module docs).
+        self.next_due.swap(u64::MAX, Ordering::SeqCst);
         state.fired.clear();
         let WheelState { wheel, fired, .. } = state;
         #[cfg(not(loom))]
