@@ -64,9 +64,11 @@ enum Failure {
 }
 
 impl QueueCore {
+    /// The time an operation is stamped with (`Clock::now_relaxed`: the
+    /// engine never orders transitions by comparing stamps).
     #[inline]
     pub(crate) fn now(&self) -> u64 {
-        self.engine.clock.now().0
+        self.engine.clock.now_relaxed().0
     }
 
     /// Schedules a timer entry, telling a sleeping driver about a deadline
