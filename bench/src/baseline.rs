@@ -224,9 +224,10 @@ impl BaselineQueue {
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The clock's time in nanoseconds.
+    /// The clock's time in nanoseconds, read as the engine stamps its
+    /// operations (`now_relaxed`; the same as `now` for `Instant`).
     pub fn now(&self) -> u64 {
-        self.clock.now().0
+        self.clock.now_relaxed().0
     }
 
     /// The engine's tag computation (four mixing rounds), so both queues pay

@@ -84,6 +84,15 @@ fn charts_of(run: &Value) -> Vec<(&'static str, String)> {
                 });
             }
         }
+        for (who, color) in [("engine", "#e377c2"), ("baseline", "#7f7f7f")] {
+            let Some(points) = latency["one_thread"][who]["curves"]["receive"].as_array() else { continue };
+            series.push(Series {
+                name: format!("{who} receive, one thread"),
+                color,
+                dashed: who == "baseline",
+                points: points.iter().map(|p| (1.0 / (1.0 - f(&p[0]).min(0.999_999)), f(&p[1]).max(1.0))).collect(),
+            });
+        }
         let svg = line_chart(
             &Labels { title: "Open-loop latency percentiles (half saturation)", x: "percentile", y: "nanoseconds" },
             &series,
@@ -200,7 +209,8 @@ fn page(run: &Value, charts: &[&str]) -> String {
         (
             "latency",
             "Open-loop latency percentiles, measured from the intended send time (receive and end_to_end \
-             nearly coincide: the ack call itself takes well under a microsecond).",
+             nearly coincide: the ack call itself takes well under a microsecond); \
+             the \"one thread\" curves run the same schedule on a single thread.",
         ),
         ("expiry", "Cost per expiry against the number of leases in flight."),
     ] {
@@ -237,7 +247,12 @@ fn page(run: &Value, charts: &[&str]) -> String {
          saturation rate (the same rate for both queues) and every latency is taken from the intended send time, so \
          a stall shows up in every message scheduled during it (no coordinated omission). HdrHistogram, 3 \
          significant digits. receive = receive returned the message − intended send time; ack = the ack call; \
-         end_to_end = ack returned − intended send time.\n\
+         end_to_end = ack returned − intended send time. The \"one thread\" rows run the same schedule on a \
+         single thread that sends each message when its time comes and receives and acks in between, which leaves \
+         a core to the rest of the machine.\n\
+         - **stalls**: no queue; 1 and then as many threads as cores read the clock in a tight loop for a few \
+         seconds, and every gap above 10 µs between two reads counts as a stall of the machine (another process, \
+         a kernel thread, the hypervisor). A two-thread open-loop run on two cores meets those stalls in full.\n\
          - **expiry**: `ManualClock`, one shard; N leases in flight with one deadline or 100 deadlines 1 ms apart; \
          the clock's advance (the engine applies due timers as its clock moves, the baseline in its next receive) \
          and one `receive(1)` are timed, after one untimed warm-up round, over as many rounds as make 100,000 \

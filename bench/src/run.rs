@@ -7,7 +7,7 @@ use leaseq_bench::{BaselineQueue, EngineSubject};
 use serde_json::json;
 
 use crate::results::{Better, Results, header};
-use crate::scenario::{self, Profile, expiry, extension, latency, memory, scaling, throughput};
+use crate::scenario::{self, Profile, expiry, extension, latency, memory, scaling, stalls, throughput};
 
 const SCENARIOS: [&str; 6] = ["scaling", "throughput", "latency", "expiry", "extension", "memory"];
 
@@ -266,10 +266,35 @@ fn run_latency(profile: &Profile, results: &mut Results) {
             p999 < 20_000,
         );
     }
+    // The same schedule on one thread, then the machine's own stalls with one
+    // spinning thread and with as many as there are cores: what the two-thread
+    // figures above include besides the queue.
+    let one_engine = latency::run_one_thread::<EngineSubject>(rate, profile.latency_messages);
+    let one_baseline = latency::run_one_thread::<BaselineQueue>(rate, profile.latency_messages);
+    for (name, e, b) in
+        [("receive", &one_engine.receive, &one_baseline.receive), ("ack", &one_engine.ack, &one_baseline.ack)]
+    {
+        for (q, label) in [(0.5, "p50"), (0.99, "p99"), (0.999, "p99.9")] {
+            let (ev, bv) = (e.value_at_quantile(q) as f64, b.value_at_quantile(q) as f64);
+            results.row("latency", format!("one thread: {name} {label}"), "ns", ev, Some(bv), Better::Lower);
+        }
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut machine_stalls = Vec::new();
+    for threads in if cores > 1 { vec![1, cores] } else { vec![1] } {
+        let probe = stalls::probe(threads, profile.stall_probe);
+        let who = format!("{threads} spinning thread(s)");
+        results.row("stalls", format!("{who}: time lost"), "%", 100.0 * probe.lost_share, None, Better::Lower);
+        results.row("stalls", format!("{who}: stalls of 1 ms or more"), "per s", probe.long_per_s, None, Better::Lower);
+        results.row("stalls", format!("{who}: longest"), "ns", probe.longest_ns as f64, None, Better::Lower);
+        machine_stalls.push(probe.to_json());
+    }
+    results.detail("stalls", json!(machine_stalls));
     results.detail(
         "latency",
         json!({"engine_saturation_per_s": engine_saturation, "baseline_saturation_per_s": baseline_saturation,
                "offered_per_s": rate, "messages": profile.latency_messages,
+               "one_thread": {"engine": one_engine.to_json(), "baseline": one_baseline.to_json()},
                "definitions": {"send": "send returned - intended send time", "receive": "receive returned the message - intended send time",
                                "ack": "duration of the ack call", "end_to_end": "ack returned - intended send time"},
                "engine": engine.to_json(), "baseline": baseline.to_json()}),

@@ -70,17 +70,68 @@ impl Latencies {
     }
 }
 
+/// The consumer's three distributions.
+struct Consumed {
+    receive: Histogram<u64>,
+    ack: Histogram<u64>,
+    end_to_end: Histogram<u64>,
+}
+
+impl Consumed {
+    fn new() -> Self {
+        Consumed { receive: histogram(), ack: histogram(), end_to_end: histogram() }
+    }
+
+    /// Acks `d` and records its three latencies; `received` is when the
+    /// receive returned it.
+    fn ack_and_record<S: Subject>(&mut self, queue: &S, d: &S::Delivery, received: u64) {
+        let intended = intended_of(S::payload(d));
+        let before_ack = tick();
+        queue.ack(S::receipt(d));
+        let acked = tick();
+        self.receive.record(received.saturating_sub(intended).max(1)).ok();
+        self.ack.record(acked.saturating_sub(before_ack).max(1)).ok();
+        self.end_to_end.record(acked.saturating_sub(intended).max(1)).ok();
+    }
+}
+
+/// The schedule: message `i` is due at `start + i * interval`.
+struct Schedule {
+    start: u64,
+    interval: f64,
+}
+
+impl Schedule {
+    fn new(rate: f64) -> Self {
+        Schedule { start: tick() + 1_000, interval: 1e9 / rate }
+    }
+
+    fn intended(&self, i: usize) -> u64 {
+        self.start + (i as f64 * self.interval) as u64
+    }
+}
+
+/// Sends the message intended for `intended` (the time travels in its
+/// payload) and records the send latency.
+fn send_on_schedule<S: Subject>(queue: &S, intended: u64, send: &mut Histogram<u64>) {
+    let mut body = [0u8; 16];
+    body[..8].copy_from_slice(&intended.to_le_bytes());
+    while !queue.send(Bytes::copy_from_slice(&body)) {
+        std::hint::spin_loop();
+    }
+    send.record(tick().saturating_sub(intended).max(1)).ok();
+}
+
 /// Sends `messages` at `rate` per second from one thread, consumed by another.
 pub(crate) fn run<S: Subject>(rate: f64, messages: usize) -> Latencies {
     let setup = Setup { shards: 1, capacity: 1 << 20, ..Setup::default() };
     let queue = Arc::new(S::build(&setup));
-    let interval = 1e9 / rate;
     let done = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(std::sync::Barrier::new(2));
     let consumer = {
         let (queue, done, barrier) = (queue.clone(), done.clone(), barrier.clone());
         std::thread::spawn(move || {
-            let (mut receive, mut ack, mut end_to_end) = (histogram(), histogram(), histogram());
+            let mut consumed = Consumed::new();
             barrier.wait();
             let mut seen = 0;
             let mut deliveries = Vec::with_capacity(1);
@@ -94,44 +145,71 @@ pub(crate) fn run<S: Subject>(rate: f64, messages: usize) -> Latencies {
                     std::hint::spin_loop();
                     continue;
                 };
-                let received = tick();
-                let intended = intended_of(S::payload(d));
-                let before_ack = tick();
-                queue.ack(S::receipt(d));
-                let acked = tick();
-                receive.record(received.saturating_sub(intended).max(1)).ok();
-                ack.record(acked.saturating_sub(before_ack).max(1)).ok();
-                end_to_end.record(acked.saturating_sub(intended).max(1)).ok();
+                consumed.ack_and_record(&*queue, d, tick());
                 seen += 1;
             }
-            (receive, ack, end_to_end)
+            consumed
         })
     };
     let mut send = histogram();
     barrier.wait();
-    let start = tick() + 1_000;
+    let schedule = Schedule::new(rate);
     for i in 0..messages {
-        let intended = start + (i as f64 * interval) as u64;
+        let intended = schedule.intended(i);
         while tick() < intended {
             std::hint::spin_loop();
         }
-        let mut body = [0u8; 16];
-        body[..8].copy_from_slice(&intended.to_le_bytes());
-        while !queue.send(Bytes::copy_from_slice(&body)) {
-            std::hint::spin_loop();
-        }
-        send.record(tick().saturating_sub(intended).max(1)).ok();
+        send_on_schedule(&*queue, intended, &mut send);
     }
     let sent_by = tick();
     done.store(true, Ordering::Release);
-    let (receive, ack, end_to_end) = consumer.join().expect("the latency consumer panicked");
+    let consumed = consumer.join().expect("the latency consumer panicked");
+    latencies(send, consumed, rate, messages, sent_by - schedule.start)
+}
+
+/// The same schedule, sent and consumed by one thread: it sends each message
+/// when its time comes and receives and acks in between. Leaves the machine's
+/// other core to everything else (the engine's driver, the rest of the
+/// system), so it shows the queue's own latency where the two-thread run shows
+/// the machine's stalls as well.
+pub(crate) fn run_one_thread<S: Subject>(rate: f64, messages: usize) -> Latencies {
+    let setup = Setup { shards: 1, capacity: 1 << 20, ..Setup::default() };
+    let queue = S::build(&setup);
+    let (mut send, mut consumed) = (histogram(), Consumed::new());
+    let mut deliveries = Vec::with_capacity(1);
+    let schedule = Schedule::new(rate);
+    let (mut sent, mut seen) = (0, 0);
+    let mut sent_by = schedule.start;
+    while seen < messages {
+        if sent < messages {
+            let intended = schedule.intended(sent);
+            if tick() >= intended {
+                send_on_schedule(&queue, intended, &mut send);
+                sent += 1;
+                sent_by = tick();
+                continue;
+            }
+        }
+        deliveries.clear();
+        queue.receive_into(1, &mut deliveries);
+        if let Some(d) = deliveries.first() {
+            consumed.ack_and_record(&queue, d, tick());
+            seen += 1;
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+    latencies(send, consumed, rate, messages, sent_by - schedule.start)
+}
+
+fn latencies(send: Histogram<u64>, consumed: Consumed, rate: f64, messages: usize, sending_ns: u64) -> Latencies {
     Latencies {
         send,
-        receive,
-        ack,
-        end_to_end,
+        receive: consumed.receive,
+        ack: consumed.ack,
+        end_to_end: consumed.end_to_end,
         offered_per_s: rate,
-        achieved_per_s: messages as f64 / ((sent_by - start) as f64 / 1e9),
+        achieved_per_s: messages as f64 / (sending_ns.max(1) as f64 / 1e9),
     }
 }
 

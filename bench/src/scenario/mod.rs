@@ -14,6 +14,7 @@ pub(crate) mod extension;
 pub(crate) mod latency;
 pub(crate) mod memory;
 pub(crate) mod scaling;
+pub(crate) mod stalls;
 pub(crate) mod throughput;
 
 /// How big a run is.
@@ -40,6 +41,8 @@ pub(crate) struct Profile {
     pub(crate) extension: (usize, usize, usize),
     /// Messages of the expiry-delay (real clock) part.
     pub(crate) delay_messages: usize,
+    /// How long the machine-stall probe spins (see `stalls`).
+    pub(crate) stall_probe: Duration,
 }
 
 impl Profile {
@@ -56,6 +59,7 @@ impl Profile {
             memory_messages: 2_000,
             extension: (200, 2_000, 10),
             delay_messages: 1_000,
+            stall_probe: Duration::from_millis(100),
         }
     }
 
@@ -72,6 +76,7 @@ impl Profile {
             memory_messages: 1_000_000,
             extension: (10_000, 100_000, 100),
             delay_messages: 20_000,
+            stall_probe: Duration::from_secs(3),
         }
     }
 }
