@@ -280,11 +280,6 @@ pub(crate) mod next {
 
     /// ack, dead-letter, purge: any -> `Free(g + 1)`.
     pub(crate) fn freed(before: Word) -> Word {
-        // Mutant (loom-tests only): the slot's next occupant inherits the
-        // generation its previous occupant's entries and receipts name.
-        #[cfg(leaseq_mutant = "no_bump_on_free")]
-        return Word::new(before.generation(), Phase::Free);
-        #[cfg(not(leaseq_mutant = "no_bump_on_free"))]
         Word::new(next_generation(before.generation()), Phase::Free)
     }
 

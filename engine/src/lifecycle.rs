@@ -28,7 +28,7 @@ use crate::dead_letter::{
 };
 use crate::delivery::Delivery;
 use crate::error::{Error, LeaseError, ReceiptError};
-use crate::lease::{Claim, Phase, next, next_generation};
+use crate::lease::{Claim, Phase, Word, next, next_generation};
 use crate::queue::QueueCore;
 use crate::ready::ReadyEntry;
 use crate::receipt::{MessageId, Receipt};
@@ -71,12 +71,15 @@ impl QueueCore {
         self.engine.clock.now_relaxed().0
     }
 
-    /// Schedules a timer entry, telling a sleeping driver about a deadline
-    /// earlier than any its shard had.
+    /// Makes sure slot `index` has a timer at `deadline` or earlier, after
+    /// the caller published the lease or delay that ends then: usually an
+    /// entry queued for an earlier lease of the slot covers it (`Slot::arm`),
+    /// and nothing is queued. A new entry tells a sleeping driver about a
+    /// deadline earlier than any its shard had.
     #[inline]
-    fn schedule(&self, shard: &Shard, entry: TimerEntry) {
-        if shard.timers.schedule(entry) {
-            self.engine.driver.deadline_added(entry.deadline);
+    fn schedule(&self, shard: &Shard, index: u32, slot: &Slot, deadline: u64) {
+        if slot.arm(deadline) && shard.timers.schedule(TimerEntry { deadline, slot: index }) {
+            self.engine.driver.deadline_added(deadline);
         }
     }
 
@@ -128,7 +131,8 @@ impl QueueCore {
                 body.lifetime_deliveries = arrival.lifetime_deliveries;
                 body.history = arrival.history;
                 body.received_at = 0;
-                body.deadline = 0;
+                // A delayed message's deadline is when it becomes ready.
+                body.deadline = if delay > 0 { now.saturating_add(delay) } else { 0 };
             });
         }
         // Relaxed: a statistic, published with the lease word below.
@@ -140,14 +144,7 @@ impl QueueCore {
         if delay > 0 {
             shard.stats.add(Counter::SentDelayed, 1);
             slot.lease.publish_owned(published);
-            self.schedule(
-                shard,
-                TimerEntry {
-                    deadline: now.saturating_add(delay),
-                    slot: index,
-                    generation: published.generation() as u32,
-                },
-            );
+            self.schedule(shard, index, slot, now.saturating_add(delay));
         } else {
             shard.stats.add(Counter::SentReady, 1);
             slot.lease.publish_owned(published);
@@ -225,7 +222,7 @@ impl QueueCore {
             stats.add(Counter::Redelivered, 1);
         }
         claim.publish(published);
-        self.schedule(shard, TimerEntry { deadline, slot: entry.slot, generation: published.generation() as u32 });
+        self.schedule(shard, entry.slot, slot, deadline);
         let receipt = Receipt::mint(
             &self.engine.key,
             self.engine.id,
@@ -356,7 +353,9 @@ impl QueueCore {
                     std::mem::take(&mut body.payload),
                     body.history.take(),
                     now.saturating_sub(body.received_at),
-                    body.deadline.saturating_sub(now),
+                    // After expiry no lease is left (a delayed message's
+                    // deadline is when it matures, not a lease's end).
+                    if after_expiry.is_some() { 0 } else { body.deadline.saturating_sub(now) },
                 )
             })
         };
@@ -417,15 +416,9 @@ impl QueueCore {
         unsafe { slot.body_mut(|body| body.deadline = extended) };
         let before = claim.before();
         claim.publish(next::extended(before));
-        if extended < deadline {
-            // The existing timer fires too late for an earlier deadline; a
-            // later deadline needs nothing: that timer re-schedules itself
-            // when it fires (lazy rescheduling).
-            self.schedule(
-                shard,
-                TimerEntry { deadline: extended, slot: receipt.slot, generation: before.generation() as u32 },
-            );
-        }
+        // A later deadline queues nothing: the slot's armed entry fires first
+        // and arms again for it (lazy rescheduling); an earlier one does.
+        self.schedule(shard, receipt.slot, slot, extended);
         shard.stats.add(Counter::Extensions, 1);
         if extended <= now {
             // Extended to zero: the lease is over now (see `receive_ready`).
@@ -532,11 +525,10 @@ impl QueueCore {
             if failure == Failure::Expired { next::expired(before, delayed) } else { next::released(before, delayed) };
         if delayed {
             shard.stats.add(Counter::DelayedIn, 1);
+            // SAFETY: we hold the claim.
+            unsafe { slot.body_mut(|body| body.deadline = eligible_at) };
             claim.publish(published);
-            self.schedule(
-                shard,
-                TimerEntry { deadline: eligible_at, slot: index, generation: published.generation() as u32 },
-            );
+            self.schedule(shard, index, slot, eligible_at);
             false
         } else {
             shard.stats.add(Counter::ReadyIn, 1);
@@ -722,63 +714,97 @@ impl QueueCore {
         state.wheel.sweeping()
     }
 
-    /// Whether a timer entry could still expire a lease or end a delay: its
-    /// slot is in flight or delayed at the entry's generation, or claimed at
-    /// it (a claim may be reverted, or an extension publish the same
-    /// generation again). Generations only grow, so a `false` is final.
+    /// Whether a timer entry must stay (the sweep drops the others): it holds
+    /// its slot's arm and a lease or delay is in force there. Called with the
+    /// wheel held, so no `fire` runs meanwhile. An entry that does not hold
+    /// the arm is covered by the one that does, or nothing needs it (an arm
+    /// being taken right now queues its own entry). One that holds it while
+    /// nothing is in force gives the arm up and looks once more, as `fire`
+    /// does: a lease published before that is in force now, and keeps it.
     fn timer_may_matter(shard: &Shard, entry: &TimerEntry) -> bool {
         let Some(slot) = shard.slab.get(entry.slot) else {
             return false;
         };
-        let word = slot.lease.load();
-        word.generation() as u32 == entry.generation
-            && matches!(word.phase(), Phase::InFlight | Phase::Delayed | Phase::Claimed)
+        let in_force = || matches!(slot.lease.load().phase(), Phase::InFlight | Phase::Delayed | Phase::Claimed);
+        if slot.armed() != entry.deadline {
+            return false;
+        }
+        if in_force() {
+            return true;
+        }
+        if !slot.disarm(entry.deadline) {
+            return false;
+        }
+        if in_force() {
+            slot.arm(entry.deadline);
+            return true;
+        }
+        false
     }
 
-    /// One fired timer entry: expiry of an in-flight lease, or the end of a
-    /// delay. Entries whose slot moved on are dropped (lazy cancellation);
-    /// leases extended past `now` are re-scheduled (lazy rescheduling).
+    /// One fired timer entry: an alarm for its slot, whatever the slot holds
+    /// now. An in-flight lease or a delay that has ended is applied; one that
+    /// ends later (extended, or a later lease of the slot) arms again for its
+    /// own deadline (lazy rescheduling); anything else needs no timer (lazy
+    /// cancellation). Either way the arm this entry held is given up.
     fn fire(&self, shard: &Shard, entry: TimerEntry, now: u64, expired: &mut u64) -> bool {
         let Some(slot) = shard.slab.get(entry.slot) else {
             return false;
         };
+        // Give up the arm first, then look: a scheduler that relied on this
+        // entry armed before the disarm, and its lease is visible to the
+        // look; one that arms after it finds no arm and queues its own entry.
+        #[cfg(not(leaseq_mutant = "look_before_disarm"))]
+        slot.disarm(entry.deadline);
         // Settled: an extend (or a refused ack or release) holding the claim
-        // right now publishes the same generation again, and this entry is
-        // then the lease's only expiry timer; dropping it would leave the
-        // message in flight forever.
+        // right now publishes again, and its lease is then one this entry
+        // must apply or arm for; judging the claimed word would drop it.
         let word = slot.lease.load_settled();
-        if word.generation() as u32 != entry.generation {
-            return false;
+        // Mutant (loom-tests only): the look before the disarm, so a lease
+        // that arms in between relies on an entry that is then dropped.
+        #[cfg(leaseq_mutant = "look_before_disarm")]
+        slot.disarm(entry.deadline);
+        match Self::claim_timed(slot, word) {
+            Some(claim) => self.apply_timer(shard, entry.slot, slot, claim, now, expired),
+            None => false,
         }
+    }
+
+    /// Claims the in-flight lease or the delay `word` shows, if it is still
+    /// there.
+    fn claim_timed(slot: &Slot, word: Word) -> Option<Claim<'_>> {
         match word.phase() {
-            Phase::InFlight => self.try_expire(shard, entry.slot, slot, word.generation(), now, expired),
-            Phase::Delayed => self.try_mature(shard, entry.slot, slot, word.generation()),
-            _ => false,
+            Phase::InFlight => slot.lease.try_claim_in_flight(word.generation()).ok(),
+            Phase::Delayed => slot.lease.try_claim_delayed(word.generation()).ok(),
+            _ => None,
         }
     }
 
-    /// expiry: `InFlight(g)` -> `Ready|E(g + 1)` / `Delayed|E(g + 1)` (after
-    /// backoff) / dead-letter queue (at the ceiling).
-    fn try_expire(&self, shard: &Shard, index: u32, slot: &Slot, generation: u64, now: u64, expired: &mut u64) -> bool {
-        let Ok(claim) = slot.lease.try_claim_in_flight(generation) else {
-            return false;
-        };
-        // SAFETY: we hold the claim.
-        let (deadline, id, count) = unsafe { slot.body(|body| (body.deadline, body.id, body.delivery_count)) };
-        if deadline > now {
+    /// A claimed lease or delay whose timer fired, after the slot's arm was
+    /// given up: not over yet, it arms again for its end; over, it expires
+    /// (`InFlight(g)` -> `Ready|E(g + 1)` / `Delayed|E(g + 1)` after backoff /
+    /// dead-letter queue at the ceiling) or matures (`Delayed(g)` ->
+    /// `Ready(g)`). Returns whether a message became ready.
+    fn apply_timer(
+        &self,
+        shard: &Shard,
+        index: u32,
+        slot: &Slot,
+        claim: Claim<'_>,
+        now: u64,
+        expired: &mut u64,
+    ) -> bool {
+        // SAFETY: we hold the claim. For a delay, `deadline` is when it ends.
+        let (ends, id, count) = unsafe { slot.body(|body| (body.deadline, body.id, body.delivery_count)) };
+        if ends > now {
             claim.revert();
-            self.schedule(shard, TimerEntry { deadline, slot: index, generation: generation as u32 });
+            self.schedule(shard, index, slot, ends);
             return false;
         }
-        let delay = duration_nanos(self.config.backoff.delay(MessageId(id), count));
-        self.fail_attempt(shard, index, slot, claim, deadline, now, Failure::Expired, delay, Some(expired))
-    }
-
-    /// delay passed: `Delayed(g)` -> `Ready(g)`.
-    fn try_mature(&self, shard: &Shard, index: u32, slot: &Slot, generation: u64) -> bool {
-        let Ok(claim) = slot.lease.try_claim_delayed(generation) else {
-            return false;
-        };
+        if claim.before().phase() == Phase::InFlight {
+            let delay = duration_nanos(self.config.backoff.delay(MessageId(id), count));
+            return self.fail_attempt(shard, index, slot, claim, ends, now, Failure::Expired, delay, Some(expired));
+        }
         shard.stats.add(Counter::DelayedOut, 1);
         shard.stats.add(Counter::ReadyIn, 1);
         let published = next::matured(claim.before());

@@ -12,6 +12,11 @@
 //!   32-bit tag bumped on every change, so a pop that raced a pop-and-push of
 //!   the same index fails its compare-exchange instead of corrupting the list
 //!   (the ABA problem).
+//! * `armed` (the timer arm): while it holds a deadline `a`, a timer entry for
+//!   this slot with deadline `a` is queued or about to be, and any lease or
+//!   delay of the slot that is in force ends at `a` or later. Schedulers only
+//!   lower it; only whoever runs the shard's timers clears it, and then looks
+//!   at the slot again (see `lifecycle.rs`, timers).
 
 use bytes::Bytes;
 
@@ -73,8 +78,13 @@ pub(crate) struct Slot {
     /// the generation the message arrived at (see `LateCalls`).
     late_calls: LateCalls,
     next_free: AtomicU32,
+    /// The timer arm (module invariant), `NOT_ARMED` when none.
+    armed: AtomicU64,
     body: UnsafeCell<Body>,
 }
+
+/// `Slot::armed` when no timer entry covers the slot.
+const NOT_ARMED: u64 = u64::MAX;
 
 // SAFETY: `body` is an `UnsafeCell` accessed only by the slot's single owner
 // (see the module invariant); ownership moves between threads only through the
@@ -89,6 +99,7 @@ impl Slot {
             sent_at: AtomicU64::new(0),
             late_calls: LateCalls(StatCount32::new(0)),
             next_free: AtomicU32::new(NIL),
+            armed: AtomicU64::new(NOT_ARMED),
             body: UnsafeCell::new(Body::default()),
         }
     }
@@ -118,6 +129,35 @@ impl Slot {
 }
 
 impl Slot {
+    /// Makes sure a timer entry of this slot fires at `deadline` or earlier,
+    /// after the caller published the lease or delay ending then. Returns
+    /// whether the caller must queue an entry for `deadline` (the arm was
+    /// later or absent); `false` means an earlier entry is queued already, and
+    /// whoever fires it will find this lease or delay and arm again for it.
+    ///
+    /// AcqRel: the release half hands the published lease word to the timer
+    /// runner whose `disarm` reads this write (it then sees the lease); the
+    /// acquire half orders a `false` after that runner's last look.
+    #[inline]
+    pub(crate) fn arm(&self, deadline: u64) -> bool {
+        self.armed.fetch_min(deadline, Ordering::AcqRel) > deadline
+    }
+
+    /// Retires the arm if it rests on the entry for `deadline` that the timer
+    /// runner is handling. Call with the shard's wheel held, then look at the
+    /// lease word: a scheduler whose `arm` came before this sees the arm in
+    /// place (and queued nothing), and its lease is visible to that look
+    /// (AcqRel, also on failure: Acquire); one whose `arm` comes after finds
+    /// no arm and queues its own entry. Returns whether the arm was retired.
+    pub(crate) fn disarm(&self, deadline: u64) -> bool {
+        self.armed.compare_exchange(deadline, NOT_ARMED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// The arm's deadline, `u64::MAX` when none (the timer runner's sweep).
+    pub(crate) fn armed(&self) -> u64 {
+        self.armed.load(Ordering::Acquire)
+    }
+
     /// Starts the count of late calls for a message arriving at `generation`.
     /// Called by the slot's owner before it publishes the message.
     #[inline]
@@ -147,8 +187,8 @@ impl Slot {
 }
 
 /// The low 24 bits of the arrival generation and a saturating 8-bit count in
-/// one 32-bit word (it fits the slot's padding beside `next_free`, so slots
-/// stay 96 bytes), so a count can never land on a later occupant of the slot.
+/// one 32-bit word (it fits beside `next_free` in one 8-byte pair), so a count
+/// can never land on a later occupant of the slot.
 /// A receipt belongs to the current occupant when its generation is ahead of
 /// the arrival generation by less than 2^23 transitions (modulo 2^24).
 #[derive(Debug)]
@@ -388,8 +428,21 @@ mod late_call_tests {
 
     #[test]
     #[cfg(target_pointer_width = "64")]
-    fn slots_stay_96_bytes() {
-        assert_eq!(std::mem::size_of::<Slot>(), 96);
+    fn slots_stay_104_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 104);
+    }
+
+    #[test]
+    fn an_arm_only_moves_earlier_until_retired() {
+        let slot = Slot::new();
+        assert!(slot.arm(500), "no arm yet: the caller queues an entry");
+        assert!(!slot.arm(700), "a later deadline is covered by the entry at 500");
+        assert!(slot.arm(300), "an earlier one needs its own entry");
+        assert_eq!(slot.armed(), 300);
+        assert!(!slot.disarm(500), "the entry at 500 no longer holds the arm");
+        assert!(slot.disarm(300));
+        assert_eq!(slot.armed(), NOT_ARMED);
+        assert!(slot.arm(700), "after retiring, the next scheduler queues again");
     }
 
     #[test]

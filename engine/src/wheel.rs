@@ -21,16 +21,15 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// One scheduled deadline: which slot, which generation, when. Ordered by
-/// deadline first.
+/// One scheduled deadline: which slot, when. Ordered by deadline first. An
+/// entry is an alarm for its slot, not for one lease: whoever fires it looks
+/// at whatever the slot holds then (see `Slot::arm`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct TimerEntry {
     /// Nanoseconds on the engine clock.
     pub(crate) deadline: u64,
     /// Slot index within the shard.
     pub(crate) slot: u32,
-    /// Low 32 bits of the generation the entry was scheduled for.
-    pub(crate) generation: u32,
 }
 
 const LEVELS: usize = 6;
@@ -286,9 +285,9 @@ pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// A test entry (generation 0); the timer inbox's tests use it too.
+    /// A test entry; the timer inbox's tests use it too.
     pub(crate) fn entry(deadline: u64, slot: u32) -> TimerEntry {
-        TimerEntry { deadline, slot, generation: 0 }
+        TimerEntry { deadline, slot }
     }
 
     #[test]

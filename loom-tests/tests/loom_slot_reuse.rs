@@ -3,11 +3,12 @@
 //! A queue with one slot: message A is in flight with receipt `a`. One thread
 //! acks `a` and, in the freed slot, sends B with a delay; the other uses `a`
 //! to extend and release, then moves the clock to A's old deadline and
-//! receives. The generation is what tells A's receipt and A's ready and timer
-//! entries from B's. Invariant: exactly one of {the ack, the release} ends
+//! receives. The generation is what tells A's receipt and ready entry from
+//! B's; A's timer entry is an alarm for the slot, which B's delay (its own end
+//! time) must survive. Invariant: exactly one of {the ack, the release} ends
 //! A's attempt; nothing done with `a` or with A's entries ever reaches B: B is
-//! not delivered before its delay (A's stale expiry timer must not mature
-//! it), and B is neither lost nor delivered twice.
+//! not delivered before its delay (A's expiry timer, firing at A's old
+//! deadline, must not mature it), and B is neither lost nor delivered twice.
 #![cfg(loom)]
 
 use std::time::Duration;

@@ -3,8 +3,10 @@
 //! A receive schedules its lease's expiry by pushing into the shard's inbox
 //! and lowering `next_due`; whoever runs due timers swaps `next_due` to
 //! "never", drains the inbox into the wheel and folds the wheel's next
-//! deadline back in. Invariant (no lost deadline): a lease scheduled while
-//! another thread is draining still expires on time.
+//! deadline back in. A lease whose slot's timer is already armed for an
+//! earlier deadline queues nothing (`Slot::arm`): the armed entry's firing
+//! looks at the slot and arms again. Invariant (no lost deadline): a lease
+//! scheduled while another thread is draining or firing still expires on time.
 #![cfg(loom)]
 
 use std::time::Duration;
@@ -54,6 +56,51 @@ fn deadline_scheduled_during_a_drain_is_not_lost() {
         let stats = fixture.queue.stats();
         assert_eq!(stats.expired, 2, "a lease scheduled during a drain never expired: {stats:?}");
         assert_eq!(stats.in_flight, 0, "{stats:?}");
+    });
+    SEEN.assert_exactly(&["received after", "received before the clock moved"]);
+}
+
+/// A slot's timer entry is an alarm for the slot, not for one lease: A's
+/// lease armed the slot at `VISIBILITY`; A is acked and B sent into the same
+/// slot. One thread receives B (its lease ends at A's old deadline or later, so
+/// the arm covers it and its receive queues no entry) while the other moves
+/// the clock to A's old deadline, firing that entry. Invariant: B's lease
+/// still expires at its own deadline. Either the firing gave up the arm before
+/// B's receive armed (which then found no arm and queued its own entry), or
+/// after (and then saw B in flight and armed for B's deadline).
+#[test]
+fn an_old_entry_firing_while_the_slot_rearms_keeps_the_new_lease() {
+    static SEEN: Outcomes = Outcomes::new();
+    model("timers/rearm_vs_fire", Bound::Preemptions(3), || {
+        let fixture = Fixture::new(config(1, 1));
+        fixture.send(b"a");
+        let a = fixture.receive_one();
+        fixture.queue.ack(&a.receipt).expect("A's lease is held");
+        let b = fixture.send(b"b");
+
+        let receiver = {
+            let queue = fixture.queue.clone();
+            thread::spawn(move || try_receive(&queue).map(|d| (d.id, d.deadline.as_nanos())))
+        };
+        let firer = {
+            let fixture = fixture.clone();
+            thread::spawn(move || fixture.advance(VISIBILITY))
+        };
+        let (id, deadline) = receiver.join().unwrap().expect("B was ready for the receiver");
+        firer.join().unwrap();
+        assert_eq!(id, b);
+        SEEN.saw(if deadline == VISIBILITY.as_nanos() as u64 {
+            "received before the clock moved"
+        } else {
+            "received after"
+        });
+
+        let now = fixture.clock_now();
+        fixture.advance(Duration::from_nanos(deadline - now));
+        let again = try_receive(&fixture.queue).map(|d| d.id);
+        let stats = fixture.queue.stats();
+        assert_eq!(stats.expired, 1, "B's lease did not expire at its deadline: {stats:?}");
+        assert_eq!(again, Some(b), "B is receivable again once its lease is over");
     });
     SEEN.assert_exactly(&["received after", "received before the clock moved"]);
 }
