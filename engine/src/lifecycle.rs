@@ -416,9 +416,14 @@ impl QueueCore {
         unsafe { slot.body_mut(|body| body.deadline = extended) };
         let before = claim.before();
         claim.publish(next::extended(before));
-        // A later deadline queues nothing: the slot's armed entry fires first
-        // and arms again for it (lazy rescheduling); an earlier one does.
-        self.schedule(shard, receipt.slot, slot, extended);
+        if extended < deadline {
+            // The armed entry may fire too late for an earlier deadline.
+            self.schedule(shard, receipt.slot, slot, extended);
+        }
+        // A later deadline needs nothing, not even the arm: the lease stays in
+        // force throughout, so whoever fires the entry that covered the old
+        // deadline finds it, reads the new deadline under its claim and arms
+        // again for it (lazy rescheduling).
         shard.stats.add(Counter::Extensions, 1);
         if extended <= now {
             // Extended to zero: the lease is over now (see `receive_ready`).
