@@ -960,6 +960,48 @@ mod tests {
         (clock, engine.create_queue("q", config).unwrap())
     }
 
+    /// The timer arm: a slot reused for message after message with the same
+    /// visibility keeps the one entry its first lease queued (a manual clock:
+    /// no driver, no sweep). Without the arm every receive queued its own.
+    #[test]
+    fn a_reused_slot_keeps_one_timer_entry() {
+        let (_clock, q) = setup(LateAck::AcceptIfNotRedelivered);
+        let mut out = Vec::new();
+        for _ in 0..1_000 {
+            q.send(&b"m"[..]).unwrap();
+            out.clear();
+            q.receive_into(1, crate::ReceiveOptions::default(), &mut out).unwrap();
+            q.ack(&out[0].receipt).unwrap();
+        }
+        assert_eq!(q.core.shards[0].timers.entries(), 1);
+    }
+
+    /// The slot's armed entry is an alarm for the slot: when the entry of an
+    /// acked lease fires while a delayed message sits in the slot, it arms
+    /// again for the delay's end instead of maturing it early, and a lease
+    /// received later in the slot still expires at its own deadline.
+    #[test]
+    fn an_old_entry_matures_no_delay_early_and_rearms() {
+        let (clock, q) = setup(LateAck::AcceptIfNotRedelivered);
+        q.send(&b"a"[..]).unwrap();
+        let a = q.receive(1).unwrap().remove(0);
+        q.ack(&a.receipt).unwrap();
+        // A's entry is due at 10 s; B becomes ready at 15 s, in A's slot.
+        let b = q.send_with(&b"b"[..], Duration::from_secs(15)).unwrap();
+        clock.advance(Duration::from_secs(10));
+        assert!(q.receive(1).unwrap().is_empty(), "B matured at A's old deadline");
+        clock.advance(Duration::from_secs(5));
+        let got = q.receive(1).unwrap().remove(0);
+        assert_eq!(got.id, b);
+        // The entry that matured B gave the arm up, so B's receive queued its
+        // own: the lease ends at 25 s, not before and not never.
+        clock.advance(Duration::from_millis(9_999));
+        assert!(q.receive(1).unwrap().is_empty(), "B redelivered before its lease ended");
+        clock.advance(Duration::from_millis(1));
+        let again = q.receive(1).unwrap().remove(0);
+        assert_eq!((again.id, again.delivery_count), (b, 2));
+    }
+
     #[test]
     fn an_expiry_timer_firing_during_an_extension_is_kept() {
         let (clock, queue) = setup(LateAck::default());
