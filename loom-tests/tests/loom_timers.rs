@@ -46,13 +46,7 @@ fn deadline_scheduled_during_a_drain_is_not_lost() {
         // receiver got m1, at time 0 or at VISIBILITY.
         let (id, deadline) = m1.expect("a message was ready for the receiver");
         assert_eq!(id, second, "FIFO: m1 was ready first");
-        SEEN.saw(if deadline == VISIBILITY.as_nanos() as u64 {
-            "received before the clock moved"
-        } else {
-            "received after"
-        });
-        let now = fixture.clock_now();
-        fixture.advance(Duration::from_nanos(deadline - now));
+        reach_lease_end(&fixture, deadline, &SEEN);
         let stats = fixture.queue.stats();
         assert_eq!(stats.expired, 2, "a lease scheduled during a drain never expired: {stats:?}");
         assert_eq!(stats.in_flight, 0, "{stats:?}");
@@ -89,18 +83,24 @@ fn an_old_entry_firing_while_the_slot_rearms_keeps_the_new_lease() {
         let (id, deadline) = receiver.join().unwrap().expect("B was ready for the receiver");
         firer.join().unwrap();
         assert_eq!(id, b);
-        SEEN.saw(if deadline == VISIBILITY.as_nanos() as u64 {
-            "received before the clock moved"
-        } else {
-            "received after"
-        });
-
-        let now = fixture.clock_now();
-        fixture.advance(Duration::from_nanos(deadline - now));
+        reach_lease_end(&fixture, deadline, &SEEN);
         let again = try_receive(&fixture.queue).map(|d| d.id);
         let stats = fixture.queue.stats();
         assert_eq!(stats.expired, 1, "B's lease did not expire at its deadline: {stats:?}");
         assert_eq!(again, Some(b), "B is receivable again once its lease is over");
     });
     SEEN.assert_exactly(&["received after", "received before the clock moved"]);
+}
+
+/// Records whether the racing receive happened before or after the clock
+/// moved to `VISIBILITY` (its lease then ends at `deadline`), and moves the
+/// clock to that end.
+fn reach_lease_end(fixture: &Fixture, deadline: u64, seen: &Outcomes) {
+    seen.saw(if deadline == VISIBILITY.as_nanos() as u64 {
+        "received before the clock moved"
+    } else {
+        "received after"
+    });
+    let now = fixture.clock_now();
+    fixture.advance(Duration::from_nanos(deadline - now));
 }
