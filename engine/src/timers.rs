@@ -1,7 +1,8 @@
 //! A shard's deadlines: a lock-free inbox in front of a mutex-guarded wheel.
 //!
-//! Receivers and releasers never wait for the wheel: they push a `TimerEntry`
-//! into the inbox and lower `next_due`. Whoever runs the timers (the driver
+//! Receivers and releasers never wait for the wheel: when their slot's arm
+//! asks for an entry (`Slot::arm`), they push a `TimerEntry` into the inbox
+//! and lower `next_due`. Whoever runs the timers (the driver
 //! thread, or any operation that sees `next_due <= now`) takes the wheel with
 //! `try_lock` (a busy wheel means someone else is already firing), drains the
 //! inbox into it and polls it.
