@@ -666,7 +666,7 @@ impl QueueCore {
     /// when nothing is due moves the inbox into the wheel and sweeps out a
     /// bounded number of entries of leases that already ended (see
     /// `Wheel::sweep`). Without it, every message acked within its lease
-    /// would leave a 16-byte entry behind until its old deadline passed.
+    /// would leave a 12-byte entry behind until its old deadline passed.
     /// Returns whether a shard has more sweeping to do (the driver then comes
     /// back after a tick rather than sleeping until the next deadline).
     pub(crate) fn tidy_timers(&self, now: u64) -> bool {
