@@ -300,7 +300,7 @@ pub(crate) mod tests {
     #[test]
     fn entries_are_twelve_bytes_ordered_by_deadline_then_slot() {
         assert_eq!(std::mem::size_of::<TimerEntry>(), 12);
-        let mut entries = vec![entry(u64::MAX, 0), entry(7, 9), entry(1 << 40, 1), entry(7, 2), entry(8, 0)];
+        let mut entries = [entry(u64::MAX, 0), entry(7, 9), entry(1 << 40, 1), entry(7, 2), entry(8, 0)];
         entries.sort();
         let order: Vec<(u64, u32)> = entries.iter().map(|e| (e.deadline, e.slot)).collect();
         assert_eq!(order, vec![(7, 2), (7, 9), (8, 0), (1 << 40, 1), (u64::MAX, 0)]);
