@@ -35,7 +35,7 @@ impl Shard {
         Shard {
             index,
             slab: Slab::new(capacity),
-            ready: CachePadded::new(ReadyQueue::new(capacity)),
+            ready: CachePadded::new(ReadyQueue::new()),
             timers: CachePadded::new(Timers::new(tick_shift, now)),
             stats: CachePadded::new(ShardStats::new()),
             id_cursor: CachePadded::new(IdCount::new(0)),
