@@ -47,11 +47,6 @@ const SWEEP_BUDGET: usize = 4096;
 /// starts.
 const SWEEP_SLACK: usize = 1024;
 
-/// How many fired entries ahead of the one being applied the timer runner
-/// prefetches a slot: enough to cover a memory round trip at a few tens of
-/// nanoseconds per expiry.
-const PREFETCH_AHEAD: usize = 8;
-
 /// A message arriving from elsewhere (send, dead-letter, redrive).
 #[derive(Debug)]
 pub(crate) struct Arrival {
@@ -690,10 +685,7 @@ impl QueueCore {
                 break;
             }
             let fired = std::mem::take(&mut state.fired);
-            for (k, entry) in fired.iter().enumerate() {
-                if let Some(ahead) = fired.get(k + PREFETCH_AHEAD) {
-                    shard.slab.prefetch(ahead.slot);
-                }
+            for entry in &fired {
                 made_ready |= self.fire(shard, *entry, now, &mut expired);
             }
             state.fired = fired;

@@ -272,33 +272,6 @@ impl Slab {
         page.get(index % PAGE_SLOTS)
     }
 
-    /// Asks the CPU to start fetching the slot at `index` (both cache lines
-    /// it may span), so that a loop over many slots, such as a burst of
-    /// expiries, overlaps their memory latency: each slot's transition is a
-    /// locked instruction, which waits for every earlier load, so without a
-    /// hint a slot that missed the cache costs a full memory round trip in
-    /// turn. A prefetch is not ordered by locked instructions and is only a
-    /// hint: it reads nothing into the program and changes no memory.
-    #[inline]
-    pub(crate) fn prefetch(&self, index: u32) {
-        #[cfg(all(target_arch = "x86_64", not(loom)))]
-        if let Some(slot) = self.get(index) {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            let first = std::ptr::from_ref(slot).cast::<i8>();
-            let last = first.wrapping_add(std::mem::size_of::<Slot>() - 1);
-            // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 CPU has
-            // (it is in the target's baseline features); a prefetch never
-            // faults and never changes memory, and both addresses lie in the
-            // slot that `slot` borrows.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(first);
-                _mm_prefetch::<_MM_HINT_T0>(last);
-            }
-        }
-        #[cfg(not(all(target_arch = "x86_64", not(loom))))]
-        let _ = index;
-    }
-
     /// Slots ever allocated (for scans).
     pub(crate) fn allocated(&self) -> u32 {
         self.allocated.load(Ordering::Acquire)
