@@ -127,16 +127,16 @@ impl QueueCore {
             slot.body_mut(|body| {
                 body.payload = arrival.payload;
                 body.id = id.0;
-                body.delivery_count = 0;
-                body.lifetime_deliveries = arrival.lifetime_deliveries;
-                body.history = arrival.history;
+                body.history = History::on_arrival(arrival.history, arrival.lifetime_deliveries);
                 body.received_at = 0;
                 // A delayed message's deadline is when it becomes ready.
                 body.deadline = if delay > 0 { now.saturating_add(delay) } else { 0 };
             });
         }
-        // Relaxed: a statistic, published with the lease word below.
-        slot.sent_at.store(now, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { slot.set_delivery_count(0) };
+        // A statistic, published with the lease word below.
+        slot.set_sent_at(now);
         let published = next::sent(slot.lease.load(), delay > 0);
         slot.reset_late_calls(published.generation());
         // Counted before the publish (see the module invariant): one counter,
@@ -203,21 +203,20 @@ impl QueueCore {
         let published = next::received(claim.before());
         // SAFETY: we hold the claim.
         let (id, payload, count, lifetime, dead_letter) = unsafe {
+            let count = slot.delivery_count().saturating_add(1);
+            slot.set_delivery_count(count);
             slot.body_mut(|body| {
-                body.delivery_count = body.delivery_count.saturating_add(1);
-                body.lifetime_deliveries = body.lifetime_deliveries.saturating_add(1);
                 body.received_at = now;
                 body.deadline = deadline;
                 let dead_letter = body.history.as_ref().and_then(|h| h.dead_letter.clone());
-                (body.id, body.payload.clone(), body.delivery_count, body.lifetime_deliveries, dead_letter)
+                (body.id, body.payload.clone(), count, body.lifetime_deliveries(count), dead_letter)
             })
         };
         let stats = &shard.stats;
         // The ready outflow and the in-flight inflow at once.
         stats.add(Counter::Received, 1);
         if count == 1 {
-            let sent_at = slot.sent_at.load(Ordering::Relaxed);
-            stats.record(Distribution::TimeInQueue, now.saturating_sub(sent_at));
+            stats.record(Distribution::TimeInQueue, now.saturating_sub(slot.sent_at()));
         } else {
             stats.add(Counter::Redelivered, 1);
         }
@@ -450,7 +449,7 @@ impl QueueCore {
             .try_claim_in_flight(receipt.generation)
             .map_err(|_| Self::why_not_held(slot, receipt.generation))?;
         // SAFETY: we hold the claim.
-        let (deadline, id, count) = unsafe { slot.body(|body| (body.deadline, body.id, body.delivery_count)) };
+        let ((deadline, id), count) = unsafe { (slot.body(|body| (body.deadline, body.id)), slot.delivery_count()) };
         if now >= deadline {
             claim.revert();
             return Err(LeaseError::Expired);
@@ -486,7 +485,7 @@ impl QueueCore {
         deferred: Option<&mut u64>,
     ) -> bool {
         // SAFETY: we hold the claim.
-        let (count, received_at) = unsafe { slot.body(|body| (body.delivery_count, body.received_at)) };
+        let (count, received_at) = unsafe { (slot.delivery_count(), slot.body(|body| body.received_at)) };
         let (outcome, reason, counter) = match failure {
             Failure::Expired => (AttemptOutcome::Expired, DeadLetterReason::Expired, Counter::Expired),
             Failure::Released => (AttemptOutcome::Released, DeadLetterReason::Released, Counter::Released),
@@ -558,8 +557,8 @@ impl QueueCore {
             .try_claim_in_flight(receipt.generation)
             .map_err(|_| Self::why_not_held(slot, receipt.generation))?;
         // SAFETY: we hold the claim.
-        let (deadline, count, received_at) =
-            unsafe { slot.body(|body| (body.deadline, body.delivery_count, body.received_at)) };
+        let (count, (deadline, received_at)) =
+            unsafe { (slot.delivery_count(), slot.body(|body| (body.deadline, body.received_at))) };
         if now >= deadline {
             claim.revert();
             return Err(LeaseError::Expired);
@@ -597,10 +596,12 @@ impl QueueCore {
             return Err(claim);
         };
         // SAFETY: we hold the claim.
-        let (id, payload, lifetime, mut attempts, count) = unsafe {
+        let count = unsafe { slot.delivery_count() };
+        // SAFETY: we hold the claim.
+        let (id, payload, lifetime, mut attempts) = unsafe {
             slot.body(|body| {
                 let attempts = body.history.as_ref().map(|h| h.attempts.clone()).unwrap_or_default();
-                (body.id, body.payload.clone(), body.lifetime_deliveries, attempts, body.delivery_count)
+                (body.id, body.payload.clone(), body.lifetime_deliveries(count), attempts)
             })
         };
         attempts.push(last);
@@ -616,7 +617,7 @@ impl QueueCore {
         };
         let record = std::sync::Arc::new(record);
         let note = DeadLetterNote { id: MessageId(id), record: record.clone(), late_calls: slot.late_calls() };
-        let history = History { attempts: Vec::new(), dead_letter: Some(record) };
+        let history = History { dead_letter: Some(record), ..History::default() };
         let arrival = Arrival {
             id: Some(MessageId(id)),
             payload,
@@ -800,7 +801,7 @@ impl QueueCore {
         expired: &mut u64,
     ) -> bool {
         // SAFETY: we hold the claim. For a delay, `deadline` is when it ends.
-        let (ends, id, count) = unsafe { slot.body(|body| (body.deadline, body.id, body.delivery_count)) };
+        let ((ends, id), count) = unsafe { (slot.body(|body| (body.deadline, body.id)), slot.delivery_count()) };
         if ends > now {
             claim.revert();
             self.schedule(shard, index, slot, ends);
@@ -891,8 +892,10 @@ impl QueueCore {
                     continue;
                 };
                 // SAFETY: we hold the claim.
-                let (id, payload, lifetime) =
-                    unsafe { slot.body(|body| (body.id, body.payload.clone(), body.lifetime_deliveries)) };
+                let (id, payload, lifetime) = unsafe {
+                    let count = slot.delivery_count();
+                    slot.body(|body| (body.id, body.payload.clone(), body.lifetime_deliveries(count)))
+                };
                 let arrival =
                     Arrival { id: Some(MessageId(id)), payload, lifetime_deliveries: lifetime, history: None };
                 if to.accept(arrival, 0, now).is_err() {
@@ -919,8 +922,7 @@ impl QueueCore {
                 let Some(slot) = shard.slab.get(index) else {
                     continue;
                 };
-                if slot.lease.load().phase() == Phase::Ready {
-                    let sent_at = slot.sent_at.load(Ordering::Relaxed);
+                if let Some(sent_at) = slot.ready_sent_at() {
                     oldest = Some(oldest.map_or(sent_at, |o| o.min(sent_at)));
                 }
             }

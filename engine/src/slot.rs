@@ -11,7 +11,10 @@
 //! * The free list is a Treiber stack of slot indices whose head carries a
 //!   32-bit tag bumped on every change, so a pop that raced a pop-and-push of
 //!   the same index fails its compare-exchange instead of corrupting the list
-//!   (the ABA problem).
+//!   (the ABA problem). A free slot's link lives in the word that holds the
+//!   send time while the slot holds a message (a free slot has no send time):
+//!   whoever reads that word as a send time without owning the slot checks
+//!   the lease word around the read (`Slot::ready_sent_at`).
 //! * `armed` (the timer arm): while it holds a deadline `a`, a timer entry for
 //!   this slot with deadline `a` is queued or about to be, and any lease or
 //!   delay of the slot that is in force ends at `a` or later. Schedulers only
@@ -38,16 +41,22 @@ pub(crate) struct Body {
     pub(crate) received_at: u64,
     /// When the current attempt's lease runs out.
     pub(crate) deadline: u64,
-    /// Deliveries on this queue (1 on the first); reset by redrive.
-    pub(crate) delivery_count: u32,
-    /// Deliveries over the message's whole life; never reset (fencing token).
-    pub(crate) lifetime_deliveries: u32,
-    /// Failed attempts and the dead-letter record: allocated only once an
-    /// attempt fails, so the happy path allocates nothing here.
+    /// Failed attempts, the dead-letter record and the deliveries the message
+    /// had on earlier queues: allocated only once an attempt fails (on a queue
+    /// with a dead-letter queue) or for a message that arrived with
+    /// deliveries behind it, so the happy path allocates nothing here.
     pub(crate) history: Option<Box<History>>,
 }
 
-/// What a message remembers of its failures.
+impl Body {
+    /// Deliveries over the message's whole life, never reset (the fencing
+    /// token), when `count` is its delivery count on this queue.
+    pub(crate) fn lifetime_deliveries(&self, count: u32) -> u32 {
+        self.history.as_ref().map_or(0, |history| history.carried).saturating_add(count)
+    }
+}
+
+/// What a message remembers of its past.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct History {
     /// The most recent failed attempts, oldest first, at most
@@ -55,6 +64,24 @@ pub(crate) struct History {
     pub(crate) attempts: Vec<AttemptRecord>,
     /// Set once the message was dead-lettered.
     pub(crate) dead_letter: Option<std::sync::Arc<DeadLetterRecord>>,
+    /// Deliveries on the queues the message was on before this one (it was
+    /// dead-lettered or redriven here).
+    pub(crate) carried: u32,
+}
+
+impl History {
+    /// The history a message arrives with: `history` (a dead-letter record)
+    /// and `carried` earlier deliveries; `None` when there is neither.
+    pub(crate) fn on_arrival(history: Option<Box<History>>, carried: u32) -> Option<Box<History>> {
+        match (history, carried) {
+            (None, 0) => None,
+            (Some(mut history), carried) => {
+                history.carried = carried;
+                Some(history)
+            }
+            (None, carried) => Some(Box::new(History { carried, ..History::default() })),
+        }
+    }
 }
 
 impl History {
@@ -66,40 +93,43 @@ impl History {
     }
 }
 
-/// One message's home.
+/// One message's home: 96 bytes.
 #[derive(Debug)]
 pub(crate) struct Slot {
     pub(crate) lease: LeaseWord,
-    /// Send time, readable without owning the slot (for the oldest-ready
-    /// age). Relaxed: it is a statistic, never used to decide a transition.
-    pub(crate) sent_at: AtomicU64,
+    /// The send time while the slot holds a message (a statistic, readable
+    /// without owning the slot: `ready_sent_at`); the free-list link while it
+    /// is free (module invariant).
+    sent_at_or_link: AtomicU64,
+    /// The timer arm (module invariant), `NOT_ARMED` when none.
+    armed: AtomicU64,
     /// Calls (ack, extend, release, dead-letter) that arrived for an attempt of
     /// the message now here after that attempt had lost its lease, packed with
     /// the generation the message arrived at (see `LateCalls`).
     late_calls: LateCalls,
-    next_free: AtomicU32,
-    /// The timer arm (module invariant), `NOT_ARMED` when none.
-    armed: AtomicU64,
+    /// Deliveries on this queue (1 on the first); reset by redrive. Owned
+    /// like the body; a cell of its own so that it packs beside `late_calls`.
+    delivery_count: UnsafeCell<u32>,
     body: UnsafeCell<Body>,
 }
 
 /// `Slot::armed` when no timer entry covers the slot.
 const NOT_ARMED: u64 = u64::MAX;
 
-// SAFETY: `body` is an `UnsafeCell` accessed only by the slot's single owner
-// (see the module invariant); ownership moves between threads only through the
-// Acquire/Release operations on `lease` or on the free-list head, which order
-// the accesses. Every other field is atomic.
+// SAFETY: `body` and `delivery_count` are `UnsafeCell`s accessed only by the
+// slot's single owner (see the module invariant); ownership moves between
+// threads only through the Acquire/Release operations on `lease` or on the
+// free-list head, which order the accesses. Every other field is atomic.
 unsafe impl Sync for Slot {}
 
 impl Slot {
     fn new() -> Self {
         Slot {
             lease: LeaseWord::new(),
-            sent_at: AtomicU64::new(0),
-            late_calls: LateCalls(StatCount32::new(0)),
-            next_free: AtomicU32::new(NIL),
+            sent_at_or_link: AtomicU64::new(0),
             armed: AtomicU64::new(NOT_ARMED),
+            late_calls: LateCalls(StatCount32::new(0)),
+            delivery_count: UnsafeCell::new(0),
             body: UnsafeCell::new(Body::default()),
         }
     }
@@ -125,6 +155,67 @@ impl Slot {
         // SAFETY: the caller owns the slot, so this is the only reference to
         // the body while it lives.
         self.body.with_mut(|body| f(unsafe { &mut *body }))
+    }
+
+    /// The message's delivery count on this queue.
+    ///
+    /// # Safety
+    /// As for `body`.
+    #[inline]
+    pub(crate) unsafe fn delivery_count(&self) -> u32 {
+        // SAFETY: the caller owns the slot, so no other thread writes the
+        // count meanwhile.
+        self.delivery_count.with(|count| unsafe { *count })
+    }
+
+    /// Sets the message's delivery count on this queue.
+    ///
+    /// # Safety
+    /// As for `body`.
+    #[inline]
+    pub(crate) unsafe fn set_delivery_count(&self, count: u32) {
+        // SAFETY: the caller owns the slot, so this is the only access to the
+        // count while it lasts.
+        self.delivery_count.with_mut(|cell| unsafe { *cell = count })
+    }
+
+    /// Stamps the send time. Called by the slot's owner before it publishes
+    /// the message (Relaxed: published with the lease word that follows).
+    #[inline]
+    pub(crate) fn set_sent_at(&self, now: u64) {
+        self.sent_at_or_link.store(now, Ordering::Relaxed);
+    }
+
+    /// The send time of the message the caller owns.
+    #[inline]
+    pub(crate) fn sent_at(&self) -> u64 {
+        self.sent_at_or_link.load(Ordering::Relaxed)
+    }
+
+    /// The send time of the message here if it is ready, read without owning
+    /// the slot (the oldest-ready age): the lease word is read before and
+    /// after, and the time counts only if the word did not change, so a
+    /// free-list link written meanwhile is never taken for a time. The link's
+    /// store is Release (`Slab::free`), after the freeing publish: reading the
+    /// link here (Acquire) makes that publish visible to the second look.
+    pub(crate) fn ready_sent_at(&self) -> Option<u64> {
+        let before = self.lease.load();
+        if before.phase() != crate::lease::Phase::Ready {
+            return None;
+        }
+        let sent_at = self.sent_at_or_link.load(Ordering::Acquire);
+        (self.lease.load() == before).then_some(sent_at)
+    }
+
+    /// The free-list link (Relaxed: see `Slab::pop_free`).
+    fn next_free(&self) -> u32 {
+        self.sent_at_or_link.load(Ordering::Relaxed) as u32
+    }
+
+    /// Sets the free-list link of a slot the caller owns and has published
+    /// `Free`. Release: see `ready_sent_at`.
+    fn set_next_free(&self, next: u32) {
+        self.sent_at_or_link.store(u64::from(next), Ordering::Release);
     }
 }
 
@@ -187,7 +278,7 @@ impl Slot {
 }
 
 /// The low 24 bits of the arrival generation and a saturating 8-bit count in
-/// one 32-bit word (it fits beside `next_free` in one 8-byte pair), so a count
+/// one 32-bit word (it fits beside `delivery_count` in one 8-byte pair), so a count
 /// can never land on a later occupant of the slot.
 /// A receipt belongs to the current occupant when its generation is ahead of
 /// the arrival generation by less than 2^23 transitions (modulo 2^24).
@@ -309,8 +400,9 @@ impl Slab {
         debug_assert!(self.get(index).is_some_and(|s| std::ptr::eq(s, slot)), "slot {index} freed with another slot");
         let mut head = self.free_head.load(Ordering::Relaxed);
         loop {
-            // Relaxed: this link is published by the Release CAS below.
-            slot.next_free.store(head as u32, Ordering::Relaxed);
+            // Published to poppers by the Release CAS below; the store itself
+            // is Release for `Slot::ready_sent_at`.
+            slot.set_next_free(head as u32);
             let next = (head & !0xffff_ffff).wrapping_add(1 << 32) | u64::from(index);
             // Release: the popper's Acquire load of the head sees the link
             // and everything the freeing owner did to the slot.
@@ -334,7 +426,7 @@ impl Slab {
             // Relaxed: if another thread popped and re-pushed `top` since we
             // read the head, the tag changed and the CAS below fails, so a
             // stale link is never installed.
-            let below = slot.next_free.load(Ordering::Relaxed);
+            let below = slot.next_free();
             let next = (head & !0xffff_ffff).wrapping_add(1 << 32) | u64::from(below);
             // Acquire: takes ownership of the slot the freer released.
             match self.free_head.compare_exchange_weak(head, next, Ordering::Acquire, Ordering::Acquire) {
@@ -386,27 +478,32 @@ mod tests {
     #[test]
     fn concurrent_allocate_and_free_never_hands_out_a_slot_twice() {
         let slab = std::sync::Arc::new(Slab::new(64));
+        // One ownership mark per slot; a double hand-out trips the assert.
+        let owned: std::sync::Arc<Vec<std::sync::atomic::AtomicBool>> =
+            std::sync::Arc::new((0..64).map(|_| std::sync::atomic::AtomicBool::new(false)).collect());
         let handles: Vec<_> = (0..2)
             .map(|_| {
-                let slab = slab.clone();
+                let (slab, owned) = (slab.clone(), owned.clone());
                 std::thread::spawn(move || {
+                    let release = |index: u32| {
+                        owned[index as usize].store(false, std::sync::atomic::Ordering::Release);
+                        slab.free(index, slab.get(index).unwrap());
+                    };
                     let mut held = Vec::new();
                     for round in 0..20_000 {
-                        if let Some((index, slot)) = slab.allocate() {
-                            // Mark ownership; a double hand-out trips the assert.
-                            assert_eq!(slot.sent_at.swap(1, Ordering::AcqRel), 0, "slot {index} handed out twice");
+                        if let Some((index, _)) = slab.allocate() {
+                            let was = owned[index as usize].swap(true, std::sync::atomic::Ordering::AcqRel);
+                            assert!(!was, "slot {index} handed out twice");
                             held.push(index);
                         }
                         if round % 3 == 0 || held.len() > 20 {
                             while let Some(index) = held.pop() {
-                                slab.get(index).unwrap().sent_at.store(0, Ordering::Release);
-                                slab.free(index, slab.get(index).unwrap());
+                                release(index);
                             }
                         }
                     }
                     for index in held {
-                        slab.get(index).unwrap().sent_at.store(0, Ordering::Release);
-                        slab.free(index, slab.get(index).unwrap());
+                        release(index);
                     }
                 })
             })
@@ -428,8 +525,8 @@ mod late_call_tests {
 
     #[test]
     #[cfg(target_pointer_width = "64")]
-    fn slots_stay_104_bytes() {
-        assert_eq!(std::mem::size_of::<Slot>(), 104);
+    fn slots_stay_96_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 96);
     }
 
     #[test]

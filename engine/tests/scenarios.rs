@@ -226,7 +226,7 @@ fn explicit_dead_letter_and_redrive() {
         assert!(ids.contains(&d.id), "ids survive the round trip");
         assert_eq!(d.delivery_count, 1, "redrive resets the count");
         assert!(d.dead_letter.is_none(), "a redriven message starts clean");
-        assert!(d.fencing_token >= 2, "the fencing token never goes back");
+        assert_eq!(d.fencing_token, 2, "the fencing token goes on from the delivery before the dead-lettering");
     }
     let leftover = one(&dlq);
     let record = leftover.dead_letter.as_ref().unwrap();
@@ -491,6 +491,34 @@ fn delete_list_and_lookup() {
     assert!(engine.list_queues().is_empty());
     // The name is free again.
     engine.create_queue("jobs", QueueConfig::default()).unwrap();
+}
+
+/// Freed slots keep their free-list link where a ready message keeps its send
+/// time: the oldest-ready age must come from ready messages only, through
+/// several rounds of freeing and reuse.
+#[test]
+fn oldest_ready_age_comes_from_ready_messages_not_freed_slots() {
+    let (clock, _engine, q) = setup(QueueConfig { shards: Some(1), ..QueueConfig::default() });
+    for round in 0..3u64 {
+        for _ in 0..4 {
+            q.send(&b"done"[..]).unwrap();
+        }
+        clock.advance(secs(10));
+        q.send(&b"waits"[..]).unwrap();
+        clock.advance(secs(2));
+        // The four older ones are received and acked: their slots go back to
+        // the free list; the one sent last is the only ready message.
+        for _ in 0..4 {
+            let d = one(&q);
+            assert_eq!(&d.payload[..], b"done");
+            q.ack(&d.receipt).unwrap();
+        }
+        assert_eq!(q.stats().ready, 1);
+        assert_eq!(q.stats().oldest_ready_age, Some(secs(2)), "round {round}");
+        let last = one(&q);
+        q.ack(&last.receipt).unwrap();
+        assert_eq!(q.stats().oldest_ready_age, None, "nothing ready, freed slots only");
+    }
 }
 
 #[test]
