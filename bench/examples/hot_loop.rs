@@ -55,20 +55,7 @@ fn main() {
             }
             println!("{:.1} ns per cycle", started.elapsed().as_nanos() as f64 / n as f64);
         }
-        "expiry" => {
-            let mut total = Duration::ZERO;
-            for _ in 0..5 {
-                let (clock, _engine, q) = filled_queue(n, &body);
-                lease_all(&q, n);
-                // A manual clock applies due expiries as it moves, so the
-                // advance is part of what is timed.
-                let started = Instant::now();
-                clock.advance(Duration::from_secs(30));
-                drop(q.receive(1));
-                total += started.elapsed();
-            }
-            println!("{:.1} ns per expiry", total.as_nanos() as f64 / (5 * n) as f64);
-        }
+        "expiry" => timed_expiry(n, &body, false),
         "expiry-rounds" => {
             // One queue, N leases expiring at one deadline, 200 times over:
             // the per-firing overhead of a small N.
@@ -84,38 +71,45 @@ fn main() {
             }
             println!("{:.1} ns per expiry", total.as_nanos() as f64 / (200 * n) as f64);
         }
-        "expiry-shuffled" => {
-            // As `expiry`, but the slots expire in a random order (acks in a
-            // shuffled order leave the free list shuffled, and the refill
-            // takes slots in that order), as in a queue whose consumers
-            // finish at different times.
-            let mut total = Duration::ZERO;
-            for _ in 0..5 {
-                let (clock, _engine, q) = filled_queue(n, &body);
-                let mut receipts = Vec::with_capacity(n);
-                while receipts.len() < n {
-                    let got = q.receive((n - receipts.len()).min(1024)).expect("live queue");
-                    receipts.extend(got.into_iter().map(|d| d.receipt));
-                }
-                shuffle(&mut receipts);
-                for receipt in &receipts {
-                    q.ack(receipt).expect("held lease");
-                }
-                for _ in 0..n {
-                    q.send(body.clone()).expect("room");
-                }
-                lease_all(&q, n);
-                let started = Instant::now();
-                clock.advance(Duration::from_secs(30));
-                drop(q.receive(1));
-                total += started.elapsed();
-            }
-            println!("{:.1} ns per expiry", total.as_nanos() as f64 / (5 * n) as f64);
-        }
+        "expiry-shuffled" => timed_expiry(n, &body, true),
         other => {
             eprintln!("unknown mode '{other}': use cycle, baseline-cycle, expiry, expiry-rounds or expiry-shuffled")
         }
     }
+}
+
+/// `expiry` and `expiry-shuffled`: five times, `n` leases in flight on a fresh
+/// queue expire at one deadline; prints the firing's cost per expiry. With
+/// `shuffled`, the slots expire in a random order (acks in a shuffled order
+/// leave the free list shuffled, and a refill takes slots in that order), as
+/// in a queue whose consumers finish at different times.
+fn timed_expiry(n: usize, body: &Bytes, shuffled: bool) {
+    let mut total = Duration::ZERO;
+    for _ in 0..5 {
+        let (clock, _engine, q) = filled_queue(n, body);
+        if shuffled {
+            let mut receipts = Vec::with_capacity(n);
+            while receipts.len() < n {
+                let got = q.receive((n - receipts.len()).min(1024)).expect("live queue");
+                receipts.extend(got.into_iter().map(|d| d.receipt));
+            }
+            shuffle(&mut receipts);
+            for receipt in &receipts {
+                q.ack(receipt).expect("held lease");
+            }
+            for _ in 0..n {
+                q.send(body.clone()).expect("room");
+            }
+        }
+        lease_all(&q, n);
+        // A manual clock applies due expiries as it moves, so the advance is
+        // part of what is timed.
+        let started = Instant::now();
+        clock.advance(Duration::from_secs(30));
+        drop(q.receive(1));
+        total += started.elapsed();
+    }
+    println!("{:.1} ns per expiry", total.as_nanos() as f64 / (5 * n) as f64);
 }
 
 /// A one-shard queue on a manual clock holding `n` ready messages (the engine
