@@ -27,6 +27,7 @@ MUTANTS=(
     look_before_disarm:loom_timers
     relaxed_stats:loom_stats
     unsettled_load:loom_extend_expiry
+    relaxed_link:loom_stats
 )
 
 step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }

@@ -215,7 +215,13 @@ impl Slot {
     /// Sets the free-list link of a slot the caller owns and has published
     /// `Free`. Release: see `ready_sent_at`.
     fn set_next_free(&self, next: u32) {
-        self.sent_at_or_link.store(u64::from(next), Ordering::Release);
+        #[cfg(not(leaseq_mutant = "relaxed_link"))]
+        let order = Ordering::Release;
+        // Mutant (loom-tests only): a scan that reads the link is not shown
+        // the freeing publish, so its second look can still see `Ready`.
+        #[cfg(leaseq_mutant = "relaxed_link")]
+        let order = Ordering::Relaxed;
+        self.sent_at_or_link.store(u64::from(next), order);
     }
 }
 
