@@ -152,7 +152,14 @@ fn run_scaling(profile: &Profile, results: &mut Results) {
             results.target(
                 "full cycles, 1 thread: engine/baseline",
                 ">= 1.0x",
-                format!("{:.2}x ({:.2} M/s vs {:.2} M/s)", engine / baseline, engine / 1e6, baseline / 1e6),
+                format!(
+                    "{:.2}x ({:.2} M/s vs {:.2} M/s; CPU per cycle {:.0} vs {:.0} ns)",
+                    engine / baseline,
+                    engine / 1e6,
+                    baseline / 1e6,
+                    engine_cpu,
+                    baseline_cpu
+                ),
                 engine >= baseline,
             );
         }
