@@ -297,6 +297,32 @@ impl QueueCore {
     /// `ack` judged at `now` (a batch reads the clock once for all its acks,
     /// as `send_batch` does for its sends).
     pub(crate) fn ack_at(&self, receipt: &Receipt, now: u64) -> Result<(), LeaseError> {
+        self.ack_freeing(receipt, now, None)
+    }
+
+    /// Acks every receipt at `now` and returns the freed slots to their
+    /// shards' free lists in one push per shard, not one per message: in a
+    /// pipeline the free-list head moves between the producer's core and the
+    /// consumer's on every push. The slots become reusable when this returns,
+    /// as a caller of `ack_batch` sees every ack complete then.
+    pub(crate) fn ack_batch_at(&self, receipts: &[Receipt], now: u64) -> Vec<Result<(), LeaseError>> {
+        let mut freed = Vec::with_capacity(receipts.len());
+        let results = receipts.iter().map(|receipt| self.ack_freeing(receipt, now, Some(&mut freed))).collect();
+        freed.sort_unstable_by_key(|&(shard, _, _)| shard);
+        for group in freed.chunk_by(|a, b| a.0 == b.0) {
+            self.shards[group[0].0].slab.free_all(group.iter().map(|&(_, index, slot)| (index, slot)));
+        }
+        results
+    }
+
+    /// `ack_at`, putting the freed slot into `freed` (shard, index, slot)
+    /// instead of onto its free list when a batch collects them.
+    fn ack_freeing<'s>(
+        &'s self,
+        receipt: &Receipt,
+        now: u64,
+        freed: Option<&mut Vec<(usize, u32, &'s Slot)>>,
+    ) -> Result<(), LeaseError> {
         let (shard, slot) = self.locate(receipt)?;
         let reject_late = self.config.late_ack == LateAck::Reject;
         match slot.lease.try_claim_in_flight(receipt.generation) {
@@ -309,7 +335,7 @@ impl QueueCore {
                     shard.stats.add(Counter::ExpiredAcks, 1);
                     return Err(LeaseError::Expired);
                 }
-                self.complete(shard, receipt.slot, slot, claim, now, late, None);
+                self.complete(shard, receipt.slot, slot, claim, now, late, None, freed);
                 Ok(())
             }
             Err(_) => match slot.lease.try_claim_expired_attempt(receipt.generation) {
@@ -321,7 +347,7 @@ impl QueueCore {
                     }
                     let outflow =
                         if claim.before().phase() == Phase::Ready { Counter::ReadyOut } else { Counter::DelayedOut };
-                    self.complete(shard, receipt.slot, slot, claim, now, true, Some(outflow));
+                    self.complete(shard, receipt.slot, slot, claim, now, true, Some(outflow), freed);
                     Ok(())
                 }
                 Err(_) => {
@@ -334,16 +360,19 @@ impl QueueCore {
 
     /// Frees an acked message. `after_expiry` is the ready or delayed outflow
     /// when the attempt's expiry was already applied (`None`: still in flight).
+    /// The slot goes back on the free list, or into `freed` when a batch
+    /// returns its slots together (`ack_batch_at`).
     #[allow(clippy::too_many_arguments)]
-    fn complete(
+    fn complete<'s>(
         &self,
         shard: &Shard,
         index: u32,
-        slot: &Slot,
+        slot: &'s Slot,
         claim: Claim<'_>,
         now: u64,
         late: bool,
         after_expiry: Option<Counter>,
+        freed: Option<&mut Vec<(usize, u32, &'s Slot)>>,
     ) {
         // SAFETY: we hold the claim.
         let (payload, history, processing, left) = unsafe {
@@ -374,7 +403,10 @@ impl QueueCore {
         stats.record(Distribution::LeaseLeftAtAck, left);
         let before = claim.before();
         claim.publish(next::freed(before));
-        shard.slab.free(index, slot);
+        match freed {
+            Some(freed) => freed.push((usize::from(shard.index), index, slot)),
+            None => shard.slab.free(index, slot),
+        }
         // Freed outside the claim: a large payload's deallocation should not
         // lengthen anyone's spin.
         drop((payload, history));

@@ -267,15 +267,11 @@ impl Queue {
     /// read once: every ack of the batch is judged (on time or late) at the
     /// time the batch started.
     pub fn ack_batch(&self, receipts: &[Receipt]) -> Vec<Result<(), LeaseError>> {
-        let now = self.core.now();
-        receipts
-            .iter()
-            .map(|r| {
-                let result = self.core.ack_at(r, now);
-                self.core.note_late_call(r, &result);
-                result
-            })
-            .collect()
+        let results = self.core.ack_batch_at(receipts, self.core.now());
+        for (receipt, result) in receipts.iter().zip(&results) {
+            self.core.note_late_call(receipt, result);
+        }
+        results
     }
 
     /// Extends the lease to now + `visibility`. Only while the lease is held
@@ -435,5 +431,29 @@ mod tests {
         assert_eq!(results[3], Err(crate::LeaseError::Stale), "a second ack in the same batch");
         let stats = q.stats();
         assert_eq!((stats.acked, stats.late_acks, stats.stale_acks), (3, 2, 2));
+    }
+
+    /// `ack_batch` returns its slots to the free lists together: on a full
+    /// queue over several shards, every slot it freed takes a new message as
+    /// soon as it returns, and no more than those.
+    #[test]
+    fn ack_batch_frees_every_slot_it_acked() {
+        let engine = Engine::builder().clock(ManualClock::new()).build();
+        let config = QueueConfig { shards: Some(3), max_messages: 7, ..QueueConfig::default() };
+        let q = engine.create_queue("q", config).unwrap();
+        for i in 0..7u8 {
+            q.send(vec![i]).unwrap();
+        }
+        assert!(q.send(vec![7]).is_err(), "full");
+        let deliveries = q.receive(7).unwrap();
+        let receipts: Vec<_> = deliveries.iter().map(|d| d.receipt).collect();
+        let shards: std::collections::HashSet<_> = receipts.iter().map(|r| r.shard).collect();
+        assert_eq!(shards.len(), 3, "the batch spans every shard");
+        assert!(q.ack_batch(&receipts[..5]).iter().all(Result::is_ok));
+        for i in 0..5u8 {
+            q.send(vec![10 + i]).unwrap_or_else(|e| panic!("slot {i} of 5 freed by the batch: {e:?}"));
+        }
+        assert!(q.send(vec![99]).is_err(), "the two unacked messages still hold theirs");
+        assert_eq!(q.stats().in_flight, 2);
     }
 }

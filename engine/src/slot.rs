@@ -419,6 +419,36 @@ impl Slab {
         }
     }
 
+    /// Returns several slots to the free list with one compare-exchange: each
+    /// is linked to the next, the last to the old head. The caller owns every
+    /// one and has published each `Free`, as for `free`.
+    pub(crate) fn free_all<'s>(&self, slots: impl Iterator<Item = (u32, &'s Slot)>) {
+        let mut first = None;
+        let mut last: Option<&Slot> = None;
+        for (index, slot) in slots {
+            debug_assert!(self.get(index).is_some_and(|s| std::ptr::eq(s, slot)), "slot {index} freed with another");
+            match last {
+                // Release, as in `free`.
+                Some(previous) => previous.set_next_free(index),
+                None => first = Some(index),
+            }
+            last = Some(slot);
+        }
+        let (Some(first), Some(last)) = (first, last) else {
+            return;
+        };
+        let mut head = self.free_head.load(Ordering::Relaxed);
+        loop {
+            last.set_next_free(head as u32);
+            let next = (head & !0xffff_ffff).wrapping_add(1 << 32) | u64::from(first);
+            // Release: as in `free`, for every slot of the chain.
+            match self.free_head.compare_exchange_weak(head, next, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(actual) => head = actual,
+            }
+        }
+    }
+
     /// Pops the free list: the slot's index and the slot itself (found once,
     /// for the link, and handed back rather than looked up again).
     fn pop_free(&self) -> Option<(u32, &Slot)> {
@@ -462,6 +492,21 @@ mod tests {
         assert!(slab.allocate().is_none());
     }
 
+    /// A chain freed in one push comes back slot by slot (its first slot
+    /// first), on top of what the free list held, and capacity stays exact.
+    #[test]
+    fn a_chain_freed_at_once_is_reused_like_single_frees() {
+        let slab = Slab::new(5);
+        let taken: Vec<u32> = (0..5).map(|_| slab.allocate().unwrap().0).collect();
+        assert!(slab.allocate().is_none());
+        slab.free(taken[4], slab.get(taken[4]).unwrap());
+        slab.free_all([1, 3, 0].into_iter().map(|i| (i, slab.get(i).unwrap())));
+        slab.free_all(std::iter::empty());
+        let again: Vec<u32> = (0..4).map(|_| slab.allocate().unwrap().0).collect();
+        assert_eq!(again, vec![1, 3, 0, 4], "the chain in its order, then the older free slot");
+        assert!(slab.allocate().is_none(), "slot 2 was never freed");
+    }
+
     #[test]
     fn unallocated_indices_are_absent() {
         let slab = Slab::new(10_000);
@@ -493,7 +538,7 @@ mod tests {
                 std::thread::spawn(move || {
                     let release = |index: u32| {
                         owned[index as usize].store(false, std::sync::atomic::Ordering::Release);
-                        slab.free(index, slab.get(index).unwrap());
+                        index
                     };
                     let mut held = Vec::new();
                     for round in 0..20_000 {
@@ -503,13 +548,19 @@ mod tests {
                             held.push(index);
                         }
                         if round % 3 == 0 || held.len() > 20 {
-                            while let Some(index) = held.pop() {
-                                release(index);
+                            // One at a time or as one chain, alternately.
+                            if round % 2 == 0 {
+                                while let Some(index) = held.pop() {
+                                    slab.free(release(index), slab.get(index).unwrap());
+                                }
+                            } else {
+                                let chain: Vec<u32> = held.drain(..).map(release).collect();
+                                slab.free_all(chain.iter().map(|&i| (i, slab.get(i).unwrap())));
                             }
                         }
                     }
                     for index in held {
-                        release(index);
+                        slab.free(release(index), slab.get(index).unwrap());
                     }
                 })
             })

@@ -111,3 +111,39 @@ fn concurrent_free_and_reuse_hand_each_slot_to_one_message() {
         assert_eq!(ids, sent);
     });
 }
+
+/// `ack_batch` returns its slots to the free list in one push, while another
+/// thread sends into the full queue: the send either finds no slot (the batch
+/// had not returned them yet) or takes one of the freed slots after the
+/// batch's writes (loom reports a body access not ordered by the push), and
+/// once the batch returns, both slots take new messages.
+#[test]
+fn a_batch_of_acks_frees_its_slots_in_one_push() {
+    static SEEN: Outcomes = Outcomes::new();
+    model("slot_reuse/ack_batch", Bound::Preemptions(3), || {
+        let fixture = Fixture::new(config(2, 1));
+        fixture.send(b"a");
+        fixture.send(b"b");
+        let held = [fixture.receive_one().receipt, fixture.receive_one().receipt];
+        // The send runs on the spawned thread, the batch on main (the other
+        // way round, loom never lets the send's reads see the push; see
+        // docs/loom.md).
+        let sender = {
+            let queue = fixture.queue.clone();
+            thread::spawn(move || queue.send(&b"c"[..]).is_ok())
+        };
+        assert!(fixture.queue.ack_batch(&held).into_iter().all(|result| result.is_ok()), "both leases were held");
+        let early = sender.join().unwrap();
+        SEEN.saw(if early { "sent into a freed slot" } else { "queue still full" });
+        let late = fixture.queue.send(&b"d"[..]).is_ok();
+        assert!(late, "the batch has returned: a slot is free");
+        if !early {
+            fixture.send(b"c");
+        }
+        let left = fixture.drain();
+        let mut payloads: Vec<_> = left.iter().map(|d| d.payload.to_vec()).collect();
+        payloads.sort();
+        assert_eq!(payloads, vec![b"c".to_vec(), b"d".to_vec()], "a message was lost or duplicated");
+    });
+    SEEN.assert_exactly(&["queue still full", "sent into a freed slot"]);
+}
