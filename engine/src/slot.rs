@@ -402,33 +402,21 @@ impl Slab {
 
     /// Returns slot `index` (`slot`, which the caller already holds) to the
     /// free list. The caller owns it and has published a `Free` word.
+    #[inline]
     pub(crate) fn free(&self, index: u32, slot: &Slot) {
-        debug_assert!(self.get(index).is_some_and(|s| std::ptr::eq(s, slot)), "slot {index} freed with another slot");
-        let mut head = self.free_head.load(Ordering::Relaxed);
-        loop {
-            // Published to poppers by the Release CAS below; the store itself
-            // is Release for `Slot::ready_sent_at`.
-            slot.set_next_free(head as u32);
-            let next = (head & !0xffff_ffff).wrapping_add(1 << 32) | u64::from(index);
-            // Release: the popper's Acquire load of the head sees the link
-            // and everything the freeing owner did to the slot.
-            match self.free_head.compare_exchange_weak(head, next, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => return,
-                Err(actual) => head = actual,
-            }
-        }
+        self.free_all(std::iter::once((index, slot)));
     }
 
     /// Returns several slots to the free list with one compare-exchange: each
     /// is linked to the next, the last to the old head. The caller owns every
-    /// one and has published each `Free`, as for `free`.
+    /// one and has published each `Free`.
     pub(crate) fn free_all<'s>(&self, slots: impl Iterator<Item = (u32, &'s Slot)>) {
         let mut first = None;
         let mut last: Option<&Slot> = None;
         for (index, slot) in slots {
             debug_assert!(self.get(index).is_some_and(|s| std::ptr::eq(s, slot)), "slot {index} freed with another");
             match last {
-                // Release, as in `free`.
+                // Release, for `Slot::ready_sent_at`.
                 Some(previous) => previous.set_next_free(index),
                 None => first = Some(index),
             }
@@ -439,9 +427,12 @@ impl Slab {
         };
         let mut head = self.free_head.load(Ordering::Relaxed);
         loop {
+            // Published to poppers by the Release CAS below; the store itself
+            // is Release for `Slot::ready_sent_at`.
             last.set_next_free(head as u32);
             let next = (head & !0xffff_ffff).wrapping_add(1 << 32) | u64::from(first);
-            // Release: as in `free`, for every slot of the chain.
+            // Release: the popper's Acquire load of the head sees the links
+            // and everything the freeing owner did to each slot of the chain.
             match self.free_head.compare_exchange_weak(head, next, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => return,
                 Err(actual) => head = actual,
