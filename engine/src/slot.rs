@@ -196,7 +196,7 @@ impl Slot {
     /// the slot (the oldest-ready age): the lease word is read before and
     /// after, and the time counts only if the word did not change, so a
     /// free-list link written meanwhile is never taken for a time. The link's
-    /// store is Release (`Slab::free`), after the freeing publish: reading the
+    /// store is Release (`Slab::free_all`), after the freeing publish: reading the
     /// link here (Acquire) makes that publish visible to the second look.
     pub(crate) fn ready_sent_at(&self) -> Option<u64> {
         let before = self.lease.load();
