@@ -61,6 +61,7 @@ mod delivery;
 mod driver;
 mod engine;
 mod error;
+mod identity;
 mod lease;
 mod lifecycle;
 mod queue;

@@ -28,11 +28,12 @@ use crate::dead_letter::{
 };
 use crate::delivery::Delivery;
 use crate::error::{Error, LeaseError, ReceiptError};
+use crate::identity::Identity;
 use crate::lease::{Claim, Phase, Word, next, next_generation};
 use crate::queue::QueueCore;
 use crate::ready::ReadyEntry;
 use crate::receipt::{MessageId, Receipt};
-use crate::shard::{Shard, home_shard};
+use crate::shard::Shard;
 use crate::slot::{History, Slot};
 use crate::stats::{Counter, Distribution};
 use crate::sync::Ordering;
@@ -104,10 +105,8 @@ impl QueueCore {
     /// Places a message in a free slot (home shard first), or hands it back
     /// if every shard is full.
     pub(crate) fn accept(&self, arrival: Arrival, delay: u64, now: u64) -> Result<MessageId, Arrival> {
-        let shards = self.shards.len();
-        let home = home_shard(shards);
-        for k in 0..shards {
-            let shard = &self.shards[(home + k) % shards];
+        for index in self.ring.walk() {
+            let shard = &self.shards[index];
             if let Some((index, slot)) = shard.slab.allocate() {
                 let id = arrival.id.unwrap_or_else(|| shard.next_id(&self.engine.id_blocks));
                 self.place(shard, index, slot, id, arrival, delay, now);
@@ -126,8 +125,7 @@ impl QueueCore {
         unsafe {
             slot.body_mut(|body| {
                 body.payload = arrival.payload;
-                body.id = id.0;
-                body.history = History::on_arrival(arrival.history, arrival.lifetime_deliveries);
+                body.identity = Identity::new(id.0, History::on_arrival(arrival.history, arrival.lifetime_deliveries));
                 body.received_at = 0;
                 // A delayed message's deadline is when it becomes ready.
                 body.deadline = if delay > 0 { now.saturating_add(delay) } else { 0 };
@@ -169,10 +167,8 @@ impl QueueCore {
     }
 
     fn receive_from_shards(&self, max: usize, visibility: u64, now: u64, out: &mut Vec<Delivery>) {
-        let shards = self.shards.len();
-        let home = home_shard(shards);
-        for k in 0..shards {
-            let shard = &self.shards[(home + k) % shards];
+        for index in self.ring.walk() {
+            let shard = &self.shards[index];
             self.run_timers(shard, now);
             while out.len() < max {
                 let Some(entry) = shard.ready.pop() else {
@@ -208,8 +204,8 @@ impl QueueCore {
             slot.body_mut(|body| {
                 body.received_at = now;
                 body.deadline = deadline;
-                let dead_letter = body.history.as_ref().and_then(|h| h.dead_letter.clone());
-                (body.id, body.payload.clone(), count, body.lifetime_deliveries(count), dead_letter)
+                let dead_letter = body.identity.history().and_then(|h| h.dead_letter.clone());
+                (body.identity.id(), body.payload.clone(), count, body.lifetime_deliveries(count), dead_letter)
             })
         };
         let stats = &shard.stats;
@@ -379,7 +375,7 @@ impl QueueCore {
             slot.body_mut(|body| {
                 (
                     std::mem::take(&mut body.payload),
-                    body.history.take(),
+                    body.identity.take_history(),
                     now.saturating_sub(body.received_at),
                     // After expiry no lease is left (a delayed message's
                     // deadline is when it matures, not a lease's end).
@@ -481,7 +477,8 @@ impl QueueCore {
             .try_claim_in_flight(receipt.generation)
             .map_err(|_| Self::why_not_held(slot, receipt.generation))?;
         // SAFETY: we hold the claim.
-        let ((deadline, id), count) = unsafe { (slot.body(|body| (body.deadline, body.id)), slot.delivery_count()) };
+        let ((deadline, id), count) =
+            unsafe { (slot.body(|body| (body.deadline, body.identity.id())), slot.delivery_count()) };
         if now >= deadline {
             claim.revert();
             return Err(LeaseError::Expired);
@@ -543,7 +540,7 @@ impl QueueCore {
             // dead-letter queue; without one, remembering it would cost an
             // allocation per expiry or release for nothing.
             // SAFETY: we hold the claim.
-            unsafe { slot.body_mut(|body| body.history.get_or_insert_default().remember(attempt)) };
+            unsafe { slot.body_mut(|body| body.identity.history_mut().remember(attempt)) };
         }
         match deferred {
             // Outflows may be counted late (a gauge then reads high for a
@@ -632,8 +629,8 @@ impl QueueCore {
         // SAFETY: we hold the claim.
         let (id, payload, lifetime, mut attempts) = unsafe {
             slot.body(|body| {
-                let attempts = body.history.as_ref().map(|h| h.attempts.clone()).unwrap_or_default();
-                (body.id, body.payload.clone(), body.lifetime_deliveries(count), attempts)
+                let attempts = body.identity.history().map(|h| h.attempts.clone()).unwrap_or_default();
+                (body.identity.id(), body.payload.clone(), body.lifetime_deliveries(count), attempts)
             })
         };
         attempts.push(last);
@@ -663,7 +660,7 @@ impl QueueCore {
         self.dead_letter_log.remember(note);
         // SAFETY: we hold the claim.
         let (payload, history) =
-            unsafe { slot.body_mut(|body| (std::mem::take(&mut body.payload), body.history.take())) };
+            unsafe { slot.body_mut(|body| (std::mem::take(&mut body.payload), body.identity.take_history())) };
         shard.stats.add(Counter::DeadLettered, 1);
         shard.stats.add(Counter::InFlightOut, 1);
         let before = claim.before();
@@ -833,7 +830,8 @@ impl QueueCore {
         expired: &mut u64,
     ) -> bool {
         // SAFETY: we hold the claim. For a delay, `deadline` is when it ends.
-        let ((ends, id), count) = unsafe { (slot.body(|body| (body.deadline, body.id)), slot.delivery_count()) };
+        let ((ends, id), count) =
+            unsafe { (slot.body(|body| (body.deadline, body.identity.id())), slot.delivery_count()) };
         if ends > now {
             claim.revert();
             self.schedule(shard, index, slot, ends);
@@ -900,7 +898,7 @@ impl QueueCore {
         };
         // SAFETY: we hold the claim.
         let (payload, history) =
-            unsafe { slot.body_mut(|body| (std::mem::take(&mut body.payload), body.history.take())) };
+            unsafe { slot.body_mut(|body| (std::mem::take(&mut body.payload), body.identity.take_history())) };
         shard.stats.add(outflow, 1);
         shard.stats.add(reason, 1);
         let before = claim.before();
@@ -926,7 +924,7 @@ impl QueueCore {
                 // SAFETY: we hold the claim.
                 let (id, payload, lifetime) = unsafe {
                     let count = slot.delivery_count();
-                    slot.body(|body| (body.id, body.payload.clone(), body.lifetime_deliveries(count)))
+                    slot.body(|body| (body.identity.id(), body.payload.clone(), body.lifetime_deliveries(count)))
                 };
                 let arrival =
                     Arrival { id: Some(MessageId(id)), payload, lifetime_deliveries: lifetime, history: None };

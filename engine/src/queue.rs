@@ -20,7 +20,7 @@ use crate::delivery::{Delivery, ReceiveOptions, SendOptions};
 use crate::engine::{EngineInner, EngineShared};
 use crate::error::{Error, LeaseError};
 use crate::receipt::{MessageId, Receipt};
-use crate::shard::{Shard, shard_capacity};
+use crate::shard::{Shard, ShardRing, shard_capacity};
 use crate::stats::QueueStats;
 use crate::sync::{Arc, AtomicBool, Ordering};
 use crate::waiters::{Registration, Waiters};
@@ -41,6 +41,8 @@ pub(crate) struct QueueCore {
     pub(crate) limits: Limits,
     pub(crate) engine: Arc<EngineShared>,
     pub(crate) shards: Box<[Shard]>,
+    /// The order threads visit `shards` in (home first).
+    pub(crate) ring: ShardRing,
     pub(crate) dead_letter: Option<Arc<QueueCore>>,
     pub(crate) waiters: Waiters,
     pub(crate) deleted: AtomicBool,
@@ -72,6 +74,7 @@ impl QueueCore {
             config,
             limits,
             engine,
+            ring: ShardRing::new(shard_count),
             shards,
             dead_letter,
             waiters,

@@ -75,10 +75,56 @@ impl Shard {
     }
 }
 
-/// The calling thread's home shard among `shards`.
-#[inline]
-pub(crate) fn home_shard(shards: usize) -> usize {
-    crate::sync::thread_number() % shards
+/// The order in which a thread visits a queue's shards: its home shard
+/// (its thread number modulo the shard count) first, then round the ring.
+///
+/// Every send and receive walks it, so it divides nothing: a hardware
+/// division costs tens of cycles and the walk used to do two per call. The
+/// home shard is a Lemire fastmod, `((magic * n) mod 2^64) * count / 2^64`
+/// with `magic = floor((2^64 - 1) / count) + 1`, exact for any `n` and
+/// `count` below 2^32 (Lemire, Kaser, Kurz, "Faster remainder by direct
+/// computation", 2019); the ring steps wrap with a subtraction.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ShardRing {
+    count: u32,
+    magic: u64,
+}
+
+impl ShardRing {
+    /// The ring of `count` shards (at least one, at most `u16::MAX + 1`).
+    pub(crate) fn new(count: usize) -> Self {
+        let count = u32::try_from(count.max(1)).expect("shard indices are u16");
+        ShardRing { count, magic: (u64::MAX / u64::from(count)).wrapping_add(1) }
+    }
+
+    /// `n mod count`.
+    #[inline]
+    fn modulo(self, n: usize) -> usize {
+        match u32::try_from(n) {
+            Ok(n) => {
+                let low = self.magic.wrapping_mul(u64::from(n));
+                ((u128::from(low) * u128::from(self.count)) >> 64) as usize
+            }
+            // Four billion threads later: the plain division.
+            Err(_) => n % self.count as usize,
+        }
+    }
+
+    /// The calling thread's home shard.
+    #[inline]
+    pub(crate) fn home(self) -> usize {
+        self.modulo(crate::sync::thread_number())
+    }
+
+    /// Every shard index once, the calling thread's home shard first.
+    #[inline]
+    pub(crate) fn walk(self) -> impl Iterator<Item = usize> {
+        let (home, count) = (self.home(), self.count as usize);
+        (0..count).map(move |k| {
+            let index = home + k;
+            if index >= count { index - count } else { index }
+        })
+    }
 }
 
 /// Split `total` capacity over `shards` so the parts sum exactly to `total`.
@@ -94,6 +140,39 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+
+    /// The division-free remainder equals `%` for every shard count a queue
+    /// can have, over small thread numbers, the edges of the u32 range and a
+    /// spread of values between (the magic number's error is largest there).
+    #[test]
+    fn the_ring_remainder_is_exact() {
+        let mut numbers: Vec<usize> = (0..4096).collect();
+        numbers.extend((0..4096).map(|k| u32::MAX as usize - k));
+        numbers.extend((0..4096u64).map(|k| (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize));
+        numbers.push(u32::MAX as usize + 1);
+        numbers.push(usize::MAX);
+        for count in (1..=1024).chain([65_535, 65_536]) {
+            let ring = ShardRing::new(count);
+            for &n in &numbers {
+                assert_eq!(ring.modulo(n), n % count, "{n} mod {count}");
+            }
+        }
+    }
+
+    /// The walk visits every shard exactly once, starting at home.
+    #[test]
+    fn the_walk_visits_every_shard_once_home_first() {
+        for count in 1..=17 {
+            let ring = ShardRing::new(count);
+            let walk: Vec<usize> = ring.walk().collect();
+            assert_eq!(walk[0], ring.home());
+            assert_eq!(walk[0], crate::sync::thread_number() % count);
+            let mut sorted = walk.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..count).collect::<Vec<_>>(), "walk {walk:?}");
+            assert!(walk.windows(2).all(|w| w[1] == (w[0] + 1) % count), "walk {walk:?} steps by one");
+        }
+    }
 
     /// Ids stay unique across shards, threads and block boundaries, also past
     /// 2^36 (where the earlier per-shard 36-bit sequence wrapped around).

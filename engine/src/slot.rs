@@ -24,6 +24,7 @@
 use bytes::Bytes;
 
 use crate::dead_letter::{AttemptRecord, DeadLetterRecord, MAX_ATTEMPT_RECORDS};
+use crate::identity::Identity;
 use crate::lease::LeaseWord;
 use crate::sync::{AtomicU32, AtomicU64, Mutex, OnceLock, Ordering, StatCount32, UnsafeCell, lock};
 
@@ -35,30 +36,33 @@ pub(crate) const PAGE_SLOTS: usize = 512;
 #[derive(Debug, Default)]
 pub(crate) struct Body {
     pub(crate) payload: Bytes,
-    pub(crate) id: u64,
+    /// The id, and the history once the message has one: failed attempts,
+    /// the dead-letter record and the deliveries it had on earlier queues,
+    /// allocated only once an attempt fails (on a queue with a dead-letter
+    /// queue) or for a message that arrived with deliveries behind it, so
+    /// the happy path allocates nothing here.
+    pub(crate) identity: Identity,
     /// When the current attempt's receive happened (lease cap and processing
     /// time are measured from it).
     pub(crate) received_at: u64,
     /// When the current attempt's lease runs out.
     pub(crate) deadline: u64,
-    /// Failed attempts, the dead-letter record and the deliveries the message
-    /// had on earlier queues: allocated only once an attempt fails (on a queue
-    /// with a dead-letter queue) or for a message that arrived with
-    /// deliveries behind it, so the happy path allocates nothing here.
-    pub(crate) history: Option<Box<History>>,
 }
 
 impl Body {
     /// Deliveries over the message's whole life, never reset (the fencing
     /// token), when `count` is its delivery count on this queue.
     pub(crate) fn lifetime_deliveries(&self, count: u32) -> u32 {
-        self.history.as_ref().map_or(0, |history| history.carried).saturating_add(count)
+        self.identity.history().map_or(0, |history| history.carried).saturating_add(count)
     }
 }
 
 /// What a message remembers of its past.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct History {
+    /// The message's id (a message with a history keeps it here, see
+    /// `Identity`).
+    pub(crate) id: u64,
     /// The most recent failed attempts, oldest first, at most
     /// `MAX_ATTEMPT_RECORDS`.
     pub(crate) attempts: Vec<AttemptRecord>,
@@ -93,7 +97,7 @@ impl History {
     }
 }
 
-/// One message's home: 96 bytes.
+/// One message's home: 88 bytes.
 #[derive(Debug)]
 pub(crate) struct Slot {
     pub(crate) lease: LeaseWord,
@@ -574,7 +578,7 @@ mod late_call_tests {
     #[test]
     #[cfg(target_pointer_width = "64")]
     fn slots_stay_96_bytes() {
-        assert_eq!(std::mem::size_of::<Slot>(), 96);
+        assert_eq!(std::mem::size_of::<Slot>(), 88);
     }
 
     #[test]
