@@ -28,6 +28,7 @@ MUTANTS=(
     relaxed_stats:loom_stats
     unsettled_load:loom_extend_expiry
     relaxed_link:loom_stats
+    bucket_start_deadline:loom_timers
 )
 
 step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }

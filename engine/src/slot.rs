@@ -259,6 +259,15 @@ impl Slot {
         self.armed.load(Ordering::Acquire)
     }
 
+    /// The arm's deadline, `None` when none: what the timing wheel files
+    /// this slot's entries by when it moves them (`Wheel::poll`). Acquire,
+    /// like `armed`; the wheel's decisions need no order, only `fire`'s
+    /// `disarm` does, and it reads the arm again.
+    #[inline]
+    pub(crate) fn alarm(&self) -> Option<u64> {
+        Some(self.armed()).filter(|&deadline| deadline != NOT_ARMED)
+    }
+
     /// Starts the count of late calls for a message arriving at `generation`.
     /// Called by the slot's owner before it publishes the message.
     #[inline]

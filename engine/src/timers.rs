@@ -117,9 +117,10 @@ impl Timers {
     }
 
     /// Moves inbox entries into the wheel and fires what is due at `now` into
-    /// `state.fired`. Call with the wheel held, and again while it returns
-    /// entries: at most `FIRE_BATCH` come from the inbox per call.
-    pub(crate) fn collect_due(&self, state: &mut WheelState, now: u64) {
+    /// `state.fired`; `alarm` tells the wheel when a slot's alarm is set for
+    /// (see `Wheel::poll`). Call with the wheel held, and again while it
+    /// returns entries: at most `FIRE_BATCH` come from the inbox per call.
+    pub(crate) fn collect_due(&self, state: &mut WheelState, now: u64, alarm: impl FnMut(u32) -> Option<u64>) {
         // SeqCst: ordered after the load of any pusher that read an older
         // hint, and before the inbox's emptiness check (module docs).
         self.next_due.swap(u64::MAX, Ordering::SeqCst);
@@ -144,7 +145,7 @@ impl Timers {
             self.next_due.fetch_min(now, Ordering::AcqRel);
             return;
         }
-        wheel.poll(now, fired);
+        wheel.poll(now, fired, FIRE_BATCH, alarm);
         if let Some(next) = wheel.next_deadline() {
             self.next_due.fetch_min(next, Ordering::AcqRel);
         }
@@ -182,7 +183,7 @@ mod tests {
         let mut state = timers.try_wheel().unwrap();
         let mut seen = Vec::new();
         loop {
-            timers.collect_due(&mut state, 1_000);
+            timers.collect_due(&mut state, 1_000, |_| Some(5_000));
             if state.fired.is_empty() {
                 break;
             }

@@ -7,16 +7,32 @@
 //! reaches its slot (cascading), so insertion is O(1) and each entry moves at
 //! most six times.
 //!
-//! Invariant: `poll(now)` returns exactly the entries whose `deadline <= now`,
-//! each once, no matter how coarse the tick is: entries of the current tick that
-//! are not yet due wait in a small min-heap (`current`) ordered by deadline, so
-//! sub-tick exactness costs O(log n) in the entries of one tick, not a scan.
-//! The wheel knows nothing of leases: the caller decides whether a fired entry
-//! is still meaningful (lazy cancellation) and re-inserts it if its lease was
-//! extended (lazy rescheduling). Because cancellation is lazy, entries of
-//! leases that ended early (acked, released) would stay until their deadline;
-//! `sweep` lets the caller drop them a bounded number at a time, so the wheel
-//! holds O(live timers) entries, not O(rate x visibility).
+//! An entry is an alarm for a slot, and the slot says when its alarm is set
+//! for. The buckets, where a lease in flight spends its time, keep 6 bytes an
+//! entry: the slot and where in the bucket's span its tick lies (`BucketEntry`;
+//! exact at levels 0 to 2, in steps of 4 ticks and coarser above, always
+//! rounded down, so an entry never reaches level 0 after its tick). That is
+//! enough to cascade without touching the slot. When an entry is taken out of
+//! a level-0 bucket (its tick has come) the wheel asks the caller for the
+//! slot's alarm (`alarm(slot)`), the exact deadline, and fires the entry, files
+//! it by that deadline if it lies later, or drops it if the slot has no alarm:
+//! a read of the slot just before the caller fires it anyway. Entries of the
+//! current tick and beyond the horizon are few and keep their deadline with
+//! them (`TimerEntry`, 12 bytes).
+//!
+//! Invariant: `poll(now)` returns, each once, every entry whose deadline is
+//! `<= now`, where the deadline of an entry from a bucket is its slot's alarm
+//! when its tick is reached (for a slot whose alarm does not change, the
+//! deadline it was inserted with), no matter how coarse the tick is: entries
+//! of the current tick that are not yet due wait in a small min-heap
+//! (`current`) ordered by deadline, so sub-tick exactness costs O(log n) in the
+//! entries of one tick, not a scan. The wheel knows nothing of leases: the
+//! caller decides whether a fired entry is still meaningful (lazy
+//! cancellation) and re-inserts it if its lease was extended (lazy
+//! rescheduling). Because cancellation is lazy, entries of leases that ended
+//! early (acked, released) would stay until their deadline; `sweep` lets the
+//! caller drop them a bounded number at a time, so the wheel holds O(live
+//! timers) entries, not O(rate x visibility).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -25,9 +41,9 @@ use std::collections::BinaryHeap;
 /// entry is an alarm for its slot, not for one lease: whoever fires it looks
 /// at whatever the slot holds then (see `Slot::arm`).
 ///
-/// Packed to 4-byte alignment: 12 bytes instead of 16, and every in-flight
-/// message on a fresh slot has one in a bucket. Fields are only ever copied
-/// out (the compiler refuses references into a packed struct).
+/// Packed to 4-byte alignment: 12 bytes instead of 16 in the timer inbox and
+/// the wheel's small lists (buckets keep only the slot). Fields are only ever
+/// copied out (the compiler refuses references into a packed struct).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(C, packed(4))]
 pub(crate) struct TimerEntry {
@@ -47,10 +63,30 @@ const SLOT_MASK: u64 = SLOTS as u64 - 1;
 const HORIZON: u64 = 1 << (SLOT_BITS as u64 * LEVELS as u64);
 const PLACEABLE: u64 = HORIZON / 2;
 
+/// A bucket's entry: its slot, and its tick's offset from the bucket's start
+/// in units of `2^offset_shift(level)` ticks, rounded down (module docs).
+/// Packed to 2-byte alignment: 6 bytes instead of 8.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, packed(2))]
+struct BucketEntry {
+    slot: u32,
+    offset: u16,
+}
+
+/// A bucket: the entries whose ticks fall in its span.
+type Bucket = Vec<BucketEntry>;
+
+/// How far a level's offsets are shifted to fit 16 bits: a level-`l` bucket
+/// spans `64^l` ticks, so levels 0 to 2 are exact and level 3 counts in steps
+/// of 4 ticks, level 4 of 256, level 5 of 16,384.
+fn offset_shift(level: usize) -> u32 {
+    (SLOT_BITS * level as u32).saturating_sub(16)
+}
+
 #[derive(Debug)]
 struct Level {
     occupied: u64,
-    slots: [Vec<TimerEntry>; SLOTS],
+    slots: [Bucket; SLOTS],
 }
 
 impl Level {
@@ -73,8 +109,8 @@ pub(crate) struct Wheel {
     /// Entries beyond `PLACEABLE` ticks; at a 1 ms tick that is over a year away.
     overflow: Vec<TimerEntry>,
     len: usize,
-    /// A drained slot's buffer, kept to avoid reallocating on the next one.
-    spare: Vec<TimerEntry>,
+    /// A drained bucket's buffer, kept to avoid reallocating on the next one.
+    spare: Bucket,
     /// Where an unfinished `sweep` resumes.
     sweep: Option<SweepCursor>,
 }
@@ -128,17 +164,38 @@ impl Wheel {
             self.overflow.push(entry);
             return;
         }
-        let level = level_for(self.elapsed, tick);
-        let slot = ((tick >> (SLOT_BITS as usize * level)) & SLOT_MASK) as usize;
-        let level = &mut self.levels[level];
-        level.slots[slot].push(entry);
-        level.occupied |= 1 << slot;
+        self.file(tick, entry.slot);
     }
 
-    /// Moves every entry with `deadline <= now` into `fired`. Amortised O(1)
-    /// per entry plus O(levels) per call.
-    pub(crate) fn poll(&mut self, now: u64, fired: &mut Vec<TimerEntry>) {
+    /// Files `slot` in the bucket for `tick`, which lies after `elapsed` and
+    /// within `PLACEABLE` of it.
+    fn file(&mut self, tick: u64, slot: u32) {
+        let level = level_for(self.elapsed, tick);
+        let span_bits = SLOT_BITS as usize * level;
+        let index = ((tick >> span_bits) & SLOT_MASK) as usize;
+        let within = tick & ((1 << span_bits) - 1);
+        let offset = (within >> offset_shift(level)) as u16;
+        let level = &mut self.levels[level];
+        level.slots[index].push(BucketEntry { slot, offset });
+        level.occupied |= 1 << index;
+    }
+
+    /// Moves every entry with `deadline <= now` into `fired`, asking `alarm`
+    /// for the deadline of each entry whose tick comes (module docs), until
+    /// `fired` holds `limit` entries: a bucket of a million due leases is
+    /// taken in batches, each fired while the slots its alarms were read from
+    /// are still in cache. Call again while `fired` comes back full (entries
+    /// left due keep `next_deadline` at or before `now`). Amortised O(1) per
+    /// entry plus O(levels) per call.
+    pub(crate) fn poll(
+        &mut self,
+        now: u64,
+        fired: &mut Vec<TimerEntry>,
+        limit: usize,
+        mut alarm: impl FnMut(u32) -> Option<u64>,
+    ) {
         let before = fired.len();
+        let mut dropped = 0;
         let now_tick = self.tick_of(now);
         while let Some(Reverse(first)) = self.current.peek() {
             if first.deadline > now {
@@ -147,37 +204,78 @@ impl Wheel {
             fired.push(*first);
             self.current.pop();
         }
-        while let Some((level, slot, start)) = self.next_slot() {
+        let mut stopped_early = false;
+        while let Some((level, index, start)) = self.next_slot() {
             if start > now_tick {
+                break;
+            }
+            if fired.len() >= limit {
+                stopped_early = true;
                 break;
             }
             self.elapsed = self.elapsed.max(start);
             let lvl = &mut self.levels[level];
-            lvl.occupied &= !(1 << slot);
-            let mut entries = std::mem::replace(&mut lvl.slots[slot], std::mem::take(&mut self.spare));
-            for entry in entries.drain(..) {
-                if entry.deadline <= now {
+            lvl.occupied &= !(1 << index);
+            // Nothing is filed back into this bucket while it is processed: a
+            // cascade goes to a lower level, an alarm not yet due to a later
+            // tick or to `current`.
+            let mut entries = std::mem::replace(&mut lvl.slots[index], std::mem::take(&mut self.spare));
+            let shift = offset_shift(level);
+            while fired.len() < limit {
+                let Some(BucketEntry { slot, offset }) = entries.pop() else {
+                    break;
+                };
+                let tick = start + (u64::from(offset) << shift);
+                if level > 0 && tick > self.elapsed {
+                    // A cascade: the offset says where, the slot is not read.
+                    self.file(tick, slot);
+                    continue;
+                }
+                // The entry's tick has come: the slot's alarm is its deadline.
+                #[cfg(not(leaseq_mutant = "bucket_start_deadline"))]
+                let deadline = alarm(slot);
+                // The mutant (loom-tests only): an entry fired by its bucket's
+                // start, as if it had no alarm of its own to ask for.
+                #[cfg(leaseq_mutant = "bucket_start_deadline")]
+                let deadline = alarm(slot).map(|_| start << self.tick_shift);
+                let Some(deadline) = deadline else {
+                    dropped += 1;
+                    continue;
+                };
+                let entry = TimerEntry { deadline, slot };
+                if deadline <= now {
                     fired.push(entry);
                 } else {
                     self.place(entry);
                 }
+            }
+            if !entries.is_empty() {
+                // The batch is full: the rest of the bucket waits for the next
+                // call, and `elapsed` stays at its start.
+                let lvl = &mut self.levels[level];
+                self.spare = std::mem::replace(&mut lvl.slots[index], entries);
+                lvl.occupied |= 1 << index;
+                stopped_early = true;
+                break;
             }
             self.spare = entries;
         }
-        if now_tick > self.elapsed {
-            self.elapsed = now_tick;
-        }
-        if !self.overflow.is_empty() {
-            let waiting = std::mem::take(&mut self.overflow);
-            for entry in waiting {
-                if entry.deadline <= now {
-                    fired.push(entry);
-                } else {
-                    self.place(entry);
+        if !stopped_early {
+            if now_tick > self.elapsed {
+                self.elapsed = now_tick;
+            }
+            if !self.overflow.is_empty() {
+                let waiting = std::mem::take(&mut self.overflow);
+                for entry in waiting {
+                    if entry.deadline <= now {
+                        fired.push(entry);
+                    } else {
+                        self.place(entry);
+                    }
                 }
             }
         }
-        self.len -= fired.len() - before;
+        self.len -= fired.len() - before + dropped;
     }
 
     /// Whether a sweep has started and not finished.
@@ -185,13 +283,20 @@ impl Wheel {
         self.sweep.is_some()
     }
 
-    /// Drops the entries `keep` rejects, examining at most `budget` of them
-    /// and resuming where the previous call stopped. Returns `true` when this
-    /// call finished a pass over the whole wheel. Entries that `poll` moves
-    /// to an already-swept bucket during a pass wait for the next pass;
-    /// nothing `keep` accepts is ever dropped, and bucket order does not
-    /// matter (a bucket is unordered; `current` is re-heapified).
-    pub(crate) fn sweep(&mut self, budget: usize, mut keep: impl FnMut(&TimerEntry) -> bool) -> bool {
+    /// Drops the entries `keep` rejects, and those in buckets whose slot has
+    /// no `alarm` (`keep` sees a bucket's entry with its slot's alarm as the
+    /// deadline), examining at most `budget` of them and resuming where the
+    /// previous call stopped. Returns `true` when this call finished a pass
+    /// over the whole wheel. Entries that `poll` moves to an already-swept
+    /// bucket during a pass wait for the next pass; nothing `keep` accepts is
+    /// ever dropped, and bucket order does not matter (a bucket is unordered;
+    /// `current` is re-heapified).
+    pub(crate) fn sweep(
+        &mut self,
+        budget: usize,
+        mut alarm: impl FnMut(u32) -> Option<u64>,
+        mut keep: impl FnMut(&TimerEntry) -> bool,
+    ) -> bool {
         let mut cursor = self.sweep.take().unwrap_or_default();
         let mut examined = 0;
         while cursor.bucket < LEVELS * SLOTS {
@@ -204,7 +309,8 @@ impl Wheel {
                     return false;
                 }
                 examined += 1;
-                if keep(&entries[cursor.index]) {
+                let slot = entries[cursor.index].slot;
+                if alarm(slot).is_some_and(|deadline| keep(&TimerEntry { deadline, slot })) {
                     cursor.index += 1;
                 } else {
                     entries.swap_remove(cursor.index);
@@ -268,9 +374,9 @@ impl Wheel {
     }
 }
 
-/// Gives back a bucket's capacity once it is mostly unused, so a burst of
+/// Gives back a list's capacity once it is mostly unused, so a burst of
 /// entries does not pin its peak memory after a sweep thinned it out.
-fn release_slack(entries: &mut Vec<TimerEntry>) {
+fn release_slack<T>(entries: &mut Vec<T>) {
     if entries.capacity() > 4 * entries.len() + 16 {
         entries.shrink_to(2 * entries.len());
     }
@@ -295,6 +401,161 @@ pub(crate) mod tests {
         TimerEntry { deadline, slot }
     }
 
+    /// A wheel with a table of alarms standing in for the engine's slots:
+    /// a slot's alarm is the deadline it was last inserted with, unless a
+    /// test moves or clears it.
+    struct Alarmed {
+        wheel: Wheel,
+        alarms: std::collections::HashMap<u32, u64>,
+    }
+
+    impl Alarmed {
+        fn new(tick_shift: u32, now: u64) -> Self {
+            Alarmed { wheel: Wheel::new(tick_shift, now), alarms: Default::default() }
+        }
+
+        fn insert(&mut self, entry: TimerEntry) {
+            self.alarms.insert(entry.slot, entry.deadline);
+            self.wheel.insert(entry);
+        }
+
+        fn poll(&mut self, now: u64, fired: &mut Vec<TimerEntry>) {
+            let alarms = &self.alarms;
+            self.wheel.poll(now, fired, usize::MAX, |slot| alarms.get(&slot).copied());
+        }
+
+        fn sweep(&mut self, budget: usize, keep: impl FnMut(&TimerEntry) -> bool) -> bool {
+            let alarms = &self.alarms;
+            self.wheel.sweep(budget, |slot| alarms.get(&slot).copied(), keep)
+        }
+    }
+
+    impl std::ops::Deref for Alarmed {
+        type Target = Wheel;
+        fn deref(&self) -> &Wheel {
+            &self.wheel
+        }
+    }
+
+    /// A bucket's entry cascades by the tick it was filed for, and when that
+    /// tick comes it follows its slot's alarm: fires if the alarm is due, is
+    /// filed again if the alarm moved later, is dropped without firing if the
+    /// slot has no alarm. An alarm moved earlier is seen only then (the entry
+    /// fires at once): an earlier alarm needs an entry of its own, which
+    /// `Slot::arm` always queues.
+    #[test]
+    fn bucket_entries_follow_their_slots_alarm_when_their_tick_comes() {
+        let mut wheel = Alarmed::new(0, 0);
+        // Level 2: filed in the bucket spanning ticks [3 * 4096, 4 * 4096).
+        let far = 64u64.pow(2) * 3 + 5;
+        for slot in 1..=3 {
+            wheel.insert(entry(far, slot));
+        }
+        wheel.alarms.insert(1, far - 3);
+        wheel.alarms.insert(2, far + 100);
+        wheel.alarms.remove(&3);
+        let mut fired = Vec::new();
+        wheel.poll(far - 1, &mut fired);
+        assert!(fired.is_empty(), "nothing fires before the tick it was filed for");
+        wheel.poll(far, &mut fired);
+        assert_eq!(fired, vec![entry(far - 3, 1)]);
+        assert_eq!(wheel.len(), 1, "slot 3's entry was dropped, slot 2's waits");
+        fired.clear();
+        wheel.poll(far + 99, &mut fired);
+        assert!(fired.is_empty());
+        wheel.poll(far + 100, &mut fired);
+        assert_eq!(fired, vec![entry(far + 100, 2)]);
+        assert_eq!(wheel.len(), 0);
+    }
+
+    /// Above level 2 offsets are rounded down to fit 16 bits: an entry
+    /// filed at level 3 or higher reaches level 0 up to a few ticks early
+    /// and then waits for its exact deadline, never fires late, and fires
+    /// exactly once, at every level.
+    #[test]
+    fn coarse_offsets_never_fire_early_or_late() {
+        for level in 3..LEVELS as u32 {
+            let mut wheel = Alarmed::new(0, 0);
+            let base = 1u64 << (SLOT_BITS * level);
+            let deadlines: Vec<u64> = (0..40).map(|k| base + k * 7_919 % base + k).collect();
+            for (slot, &deadline) in deadlines.iter().enumerate() {
+                wheel.insert(entry(deadline, slot as u32));
+            }
+            let mut sorted = deadlines.clone();
+            sorted.sort_unstable();
+            let mut fired = Vec::new();
+            for &deadline in &sorted {
+                wheel.poll(deadline - 1, &mut fired);
+                assert!(fired.iter().all(|e| e.deadline < deadline), "level {level}: fired early");
+                wheel.poll(deadline, &mut fired);
+                assert!(fired.iter().any(|e| e.deadline == deadline), "level {level}: {deadline} did not fire");
+            }
+            assert_eq!(fired.len(), deadlines.len(), "level {level}: each entry fires once");
+            assert_eq!(wheel.len(), 0);
+        }
+    }
+
+    /// With a limit, a poll stops once `fired` is full, in the middle of a
+    /// bucket if need be, and the next poll resumes there: every due entry
+    /// fires exactly once, the hint stays due meanwhile, and buckets after
+    /// the unfinished one are not skipped.
+    #[test]
+    fn a_limited_poll_resumes_where_it_stopped() {
+        let mut wheel = Alarmed::new(0, 0);
+        let mut expected = Vec::new();
+        for slot in 0..50u32 {
+            // Ten ticks, five entries each, at levels 1 and 2.
+            let deadline = 3_000 + u64::from(slot % 10) * 700;
+            wheel.insert(entry(deadline, slot));
+            expected.push(entry(deadline, slot));
+        }
+        wheel.insert(entry(1_000_000, 99));
+        let now = 10_000;
+        let mut all = Vec::new();
+        loop {
+            let mut fired = Vec::new();
+            let alarms = &wheel.alarms;
+            wheel.wheel.poll(now, &mut fired, 4, |slot| alarms.get(&slot).copied());
+            assert!(fired.len() <= 4, "a batch of {} past its limit", fired.len());
+            if fired.is_empty() {
+                break;
+            }
+            all.extend(fired);
+            if all.len() < expected.len() {
+                assert!(wheel.next_deadline().is_some_and(|d| d <= now), "due entries left behind a later hint");
+            }
+        }
+        all.sort_by_key(|e| e.slot);
+        assert_eq!(all, expected);
+        assert_eq!(wheel.len(), 1);
+        let mut fired = Vec::new();
+        wheel.poll(1_000_000, &mut fired);
+        assert_eq!(fired, vec![entry(1_000_000, 99)]);
+    }
+
+    #[test]
+    fn bucket_entries_are_six_bytes() {
+        assert_eq!(std::mem::size_of::<BucketEntry>(), 6);
+    }
+
+    /// The sweep drops a bucket's entry whose slot has no alarm without
+    /// asking `keep`, and shows `keep` the others with their alarm.
+    #[test]
+    fn the_sweep_drops_entries_without_an_alarm_and_shows_keep_the_alarm() {
+        let mut wheel = Alarmed::new(0, 0);
+        wheel.insert(entry(50_000, 1));
+        wheel.insert(entry(50_000, 2));
+        wheel.alarms.remove(&1);
+        wheel.alarms.insert(2, 60_000);
+        let mut seen = Vec::new();
+        while !wheel.sweep(10, |e| {
+            seen.push(*e);
+            true
+        }) {}
+        assert_eq!(seen, vec![entry(60_000, 2)]);
+        assert_eq!(wheel.len(), 1);
+    }
+
     /// Packing keeps entries at 12 bytes and the order deadline first, then
     /// slot (the `current` heap relies on it).
     #[test]
@@ -308,7 +569,7 @@ pub(crate) mod tests {
 
     #[test]
     fn fires_exactly_at_the_deadline_not_at_the_tick() {
-        let mut wheel = Wheel::new(20, 0);
+        let mut wheel = Alarmed::new(20, 0);
         wheel.insert(entry(1_500_000, 1));
         let mut fired = Vec::new();
         wheel.poll(1_499_999, &mut fired);
@@ -320,7 +581,7 @@ pub(crate) mod tests {
 
     #[test]
     fn cascades_from_high_levels() {
-        let mut wheel = Wheel::new(0, 0);
+        let mut wheel = Alarmed::new(0, 0);
         let far = 64u64.pow(3) * 5 + 77;
         wheel.insert(entry(far, 9));
         wheel.insert(entry(3, 1));
@@ -334,7 +595,7 @@ pub(crate) mod tests {
 
     #[test]
     fn past_deadlines_fire_on_the_next_poll() {
-        let mut wheel = Wheel::new(10, 1 << 30);
+        let mut wheel = Alarmed::new(10, 1 << 30);
         wheel.insert(entry(5, 1));
         let mut fired = Vec::new();
         wheel.poll(1 << 30, &mut fired);
@@ -343,7 +604,7 @@ pub(crate) mod tests {
 
     #[test]
     fn beyond_the_horizon_waits_and_is_replaced() {
-        let mut wheel = Wheel::new(0, 0);
+        let mut wheel = Alarmed::new(0, 0);
         let far = HORIZON * 3 + 12;
         // Ticks of 1 ns: the horizon is about 69 s, so this waits in overflow.
         wheel.insert(entry(far, 1));
@@ -363,7 +624,7 @@ pub(crate) mod tests {
 
     #[test]
     fn next_deadline_is_a_lower_bound() {
-        let mut wheel = Wheel::new(4, 0);
+        let mut wheel = Alarmed::new(4, 0);
         assert_eq!(wheel.next_deadline(), None);
         wheel.insert(entry(1000, 1));
         let hint = wheel.next_deadline().unwrap();
@@ -372,7 +633,7 @@ pub(crate) mod tests {
 
     #[test]
     fn sweep_resumes_within_its_budget_and_frees_emptied_buckets() {
-        let mut wheel = Wheel::new(0, 0);
+        let mut wheel = Alarmed::new(0, 0);
         for i in 0..100 {
             wheel.insert(entry(1_000 + i, i as u32));
         }
@@ -407,7 +668,7 @@ pub(crate) mod tests {
             tick_shift in 0u32..12,
             ops in prop::collection::vec((0u8..4, 0u64..5_000_000, 0u64..200_000, 1usize..50), 1..300),
         ) {
-            let mut wheel = Wheel::new(tick_shift, 0);
+            let mut wheel = Alarmed::new(tick_shift, 0);
             let mut model: Vec<TimerEntry> = Vec::new();
             let mut cancelled = std::collections::HashSet::new();
             let mut now = 0u64;
@@ -459,13 +720,15 @@ pub(crate) mod tests {
 
     proptest! {
         /// Against a plain list: whatever the insert and poll pattern, each
-        /// poll returns exactly the entries due, each once.
+        /// poll (in batches of any size) returns exactly the entries due,
+        /// each once.
         #[test]
         fn matches_a_sorted_list(
             tick_shift in 0u32..12,
+            limit in 1usize..40,
             ops in prop::collection::vec((any::<bool>(), 0u64..5_000_000, 0u64..200_000), 1..200),
         ) {
-            let mut wheel = Wheel::new(tick_shift, 0);
+            let mut wheel = Alarmed::new(tick_shift, 0);
             let mut model: Vec<TimerEntry> = Vec::new();
             let mut now = 0u64;
             for (i, (is_insert, delta, step)) in ops.into_iter().enumerate() {
@@ -475,8 +738,18 @@ pub(crate) mod tests {
                     model.push(e);
                 } else {
                     now += step;
+                    // In batches of `limit`, called again while a batch comes back full.
                     let mut fired = Vec::new();
-                    wheel.poll(now, &mut fired);
+                    loop {
+                        let mut batch = Vec::new();
+                        let alarms = &wheel.alarms;
+                        wheel.wheel.poll(now, &mut batch, limit, |slot| alarms.get(&slot).copied());
+                        let full = batch.len() >= limit;
+                        fired.extend(batch);
+                        if !full {
+                            break;
+                        }
+                    }
                     let mut expected: Vec<_> = model.iter().filter(|e| e.deadline <= now).copied().collect();
                     model.retain(|e| e.deadline > now);
                     fired.sort_by_key(|e| e.slot);

@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use leaseq::{QueueConfig, ReceiveOptions};
 use loom::thread;
 use loom_tests::{Bound, Fixture, Outcomes, VISIBILITY, config, model, try_receive};
 
@@ -84,6 +85,61 @@ fn an_old_entry_firing_while_the_slot_rearms_keeps_the_new_lease() {
         firer.join().unwrap();
         assert_eq!(id, b);
         reach_lease_end(&fixture, deadline, &SEEN);
+        let again = try_receive(&fixture.queue).map(|d| d.id);
+        let stats = fixture.queue.stats();
+        assert_eq!(stats.expired, 1, "B's lease did not expire at its deadline: {stats:?}");
+        assert_eq!(again, Some(b), "B is receivable again once its lease is over");
+    });
+    SEEN.assert_exactly(&["received after", "received before the clock moved"]);
+}
+
+/// The same race with the old entry filed in a bucket of the wheel (a lease
+/// of several ticks, drained into the wheel before the race), where entries
+/// keep only their slot and the wheel reads the slot's arm when it takes the
+/// entry out to fire it. The read races B's `arm`; invariant as above: B's
+/// lease expires at its own deadline, whichever value the wheel read.
+#[test]
+fn an_old_entry_in_a_bucket_firing_while_the_slot_rearms_keeps_the_new_lease() {
+    static SEEN: Outcomes = Outcomes::new();
+    model("timers/rearm_vs_bucket_fire", Bound::Preemptions(3), || {
+        let lease = Duration::from_millis(4);
+        let fixture = Fixture::new(QueueConfig {
+            visibility_timeout: lease,
+            max_visibility: Duration::from_millis(100),
+            max_lease: Duration::from_secs(1),
+            ..config(2, 1)
+        });
+        fixture.send(b"a");
+        fixture.send(b"c");
+        let a = fixture.receive_one();
+        // C's short lease falls due first: applying it drains the inbox, which
+        // files A's entry in a bucket (4 ms is several wheel ticks away).
+        let short = ReceiveOptions { visibility: Some(VISIBILITY), wait: None };
+        let c = fixture.queue.receive_with(1, short).expect("a valid receive").pop().expect("C was ready");
+        fixture.queue.ack(&c.receipt).expect("C's lease is held");
+        fixture.advance(VISIBILITY);
+        fixture.queue.ack(&a.receipt).expect("A's lease is held");
+        // The free list is a stack: B takes A's slot, whose arm A's entry holds.
+        let b = fixture.send(b"b");
+
+        let receiver = {
+            let queue = fixture.queue.clone();
+            thread::spawn(move || try_receive(&queue).map(|d| (d.id, d.deadline.as_nanos())))
+        };
+        let firer = {
+            let fixture = fixture.clone();
+            thread::spawn(move || fixture.advance(lease - VISIBILITY))
+        };
+        let (id, deadline) = receiver.join().unwrap().expect("B was ready for the receiver");
+        firer.join().unwrap();
+        assert_eq!(id, b);
+        SEEN.saw(if deadline == 2 * lease.as_nanos() as u64 {
+            "received after"
+        } else {
+            "received before the clock moved"
+        });
+        let now = fixture.clock_now();
+        fixture.advance(Duration::from_nanos(deadline - now));
         let again = try_receive(&fixture.queue).map(|d| d.id);
         let stats = fixture.queue.stats();
         assert_eq!(stats.expired, 1, "B's lease did not expire at its deadline: {stats:?}");
