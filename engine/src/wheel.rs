@@ -64,7 +64,7 @@ const HORIZON: u64 = 1 << (SLOT_BITS as u64 * LEVELS as u64);
 const PLACEABLE: u64 = HORIZON / 2;
 
 /// A bucket's entry: its slot, and its tick's offset from the bucket's start
-/// in units of `2^offset_shift(level)` ticks, rounded down (module docs).
+/// in units of `2^OFFSET_SHIFT[level]` ticks, rounded down (module docs).
 /// Packed to 2-byte alignment: 6 bytes instead of 8.
 #[derive(Debug, Clone, Copy)]
 #[repr(C, packed(2))]
@@ -79,9 +79,15 @@ type Bucket = Vec<BucketEntry>;
 /// How far a level's offsets are shifted to fit 16 bits: a level-`l` bucket
 /// spans `64^l` ticks, so levels 0 to 2 are exact and level 3 counts in steps
 /// of 4 ticks, level 4 of 256, level 5 of 16,384.
-fn offset_shift(level: usize) -> u32 {
-    (SLOT_BITS * level as u32).saturating_sub(16)
-}
+const OFFSET_SHIFT: [u32; LEVELS] = {
+    let mut shifts = [0; LEVELS];
+    let mut level = 0;
+    while level < LEVELS {
+        shifts[level] = (SLOT_BITS * level as u32).saturating_sub(16);
+        level += 1;
+    }
+    shifts
+};
 
 #[derive(Debug)]
 struct Level {
@@ -174,7 +180,7 @@ impl Wheel {
         let span_bits = SLOT_BITS as usize * level;
         let index = ((tick >> span_bits) & SLOT_MASK) as usize;
         let within = tick & ((1 << span_bits) - 1);
-        let offset = (within >> offset_shift(level)) as u16;
+        let offset = (within >> OFFSET_SHIFT[level]) as u16;
         let level = &mut self.levels[level];
         level.slots[index].push(BucketEntry { slot, offset });
         level.occupied |= 1 << index;
@@ -220,16 +226,18 @@ impl Wheel {
             // cascade goes to a lower level, an alarm not yet due to a later
             // tick or to `current`.
             let mut entries = std::mem::replace(&mut lvl.slots[index], std::mem::take(&mut self.spare));
-            let shift = offset_shift(level);
+            let shift = OFFSET_SHIFT[level];
             while fired.len() < limit {
                 let Some(BucketEntry { slot, offset }) = entries.pop() else {
                     break;
                 };
-                let tick = start + (u64::from(offset) << shift);
-                if level > 0 && tick > self.elapsed {
-                    // A cascade: the offset says where, the slot is not read.
-                    self.file(tick, slot);
-                    continue;
+                if level > 0 {
+                    let tick = start + (u64::from(offset) << shift);
+                    if tick > self.elapsed {
+                        // A cascade: the offset says where, the slot is not read.
+                        self.file(tick, slot);
+                        continue;
+                    }
                 }
                 // The entry's tick has come: the slot's alarm is its deadline.
                 #[cfg(not(leaseq_mutant = "bucket_start_deadline"))]
