@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use leaseq::{QueueConfig, ReceiveOptions};
+use leaseq::{MessageId, QueueConfig, ReceiveOptions};
 use loom::thread;
 use loom_tests::{Bound, Fixture, Outcomes, VISIBILITY, config, model, try_receive};
 
@@ -72,23 +72,7 @@ fn an_old_entry_firing_while_the_slot_rearms_keeps_the_new_lease() {
         let a = fixture.receive_one();
         fixture.queue.ack(&a.receipt).expect("A's lease is held");
         let b = fixture.send(b"b");
-
-        let receiver = {
-            let queue = fixture.queue.clone();
-            thread::spawn(move || try_receive(&queue).map(|d| (d.id, d.deadline.as_nanos())))
-        };
-        let firer = {
-            let fixture = fixture.clone();
-            thread::spawn(move || fixture.advance(VISIBILITY))
-        };
-        let (id, deadline) = receiver.join().unwrap().expect("B was ready for the receiver");
-        firer.join().unwrap();
-        assert_eq!(id, b);
-        reach_lease_end(&fixture, deadline, &SEEN);
-        let again = try_receive(&fixture.queue).map(|d| d.id);
-        let stats = fixture.queue.stats();
-        assert_eq!(stats.expired, 1, "B's lease did not expire at its deadline: {stats:?}");
-        assert_eq!(again, Some(b), "B is receivable again once its lease is over");
+        receive_b_while_the_old_entry_fires(&fixture, b, VISIBILITY, VISIBILITY, &SEEN);
     });
     SEEN.assert_exactly(&["received after", "received before the clock moved"]);
 }
@@ -121,31 +105,42 @@ fn an_old_entry_in_a_bucket_firing_while_the_slot_rearms_keeps_the_new_lease() {
         fixture.queue.ack(&a.receipt).expect("A's lease is held");
         // The free list is a stack: B takes A's slot, whose arm A's entry holds.
         let b = fixture.send(b"b");
-
-        let receiver = {
-            let queue = fixture.queue.clone();
-            thread::spawn(move || try_receive(&queue).map(|d| (d.id, d.deadline.as_nanos())))
-        };
-        let firer = {
-            let fixture = fixture.clone();
-            thread::spawn(move || fixture.advance(lease - VISIBILITY))
-        };
-        let (id, deadline) = receiver.join().unwrap().expect("B was ready for the receiver");
-        firer.join().unwrap();
-        assert_eq!(id, b);
-        SEEN.saw(if deadline == 2 * lease.as_nanos() as u64 {
-            "received after"
-        } else {
-            "received before the clock moved"
-        });
-        let now = fixture.clock_now();
-        fixture.advance(Duration::from_nanos(deadline - now));
-        let again = try_receive(&fixture.queue).map(|d| d.id);
-        let stats = fixture.queue.stats();
-        assert_eq!(stats.expired, 1, "B's lease did not expire at its deadline: {stats:?}");
-        assert_eq!(again, Some(b), "B is receivable again once its lease is over");
+        receive_b_while_the_old_entry_fires(&fixture, b, lease - VISIBILITY, lease, &SEEN);
     });
     SEEN.assert_exactly(&["received after", "received before the clock moved"]);
+}
+
+/// The race of the two rearm models: one thread receives B while another
+/// moves the clock by `by` to A's old deadline, firing the entry that holds
+/// B's slot's arm; then the clock moves to the end of B's lease (`lease`
+/// long). Invariant: B's lease expires then, once, and B is receivable again.
+fn receive_b_while_the_old_entry_fires(
+    fixture: &Fixture,
+    b: MessageId,
+    by: Duration,
+    lease: Duration,
+    seen: &Outcomes,
+) {
+    let receiver = {
+        let queue = fixture.queue.clone();
+        thread::spawn(move || try_receive(&queue).map(|d| (d.id, d.deadline.as_nanos())))
+    };
+    let firer = {
+        let fixture = fixture.clone();
+        thread::spawn(move || fixture.advance(by))
+    };
+    let (id, deadline) = receiver.join().unwrap().expect("B was ready for the receiver");
+    firer.join().unwrap();
+    assert_eq!(id, b);
+    // Received after the clock moved, B's lease runs from where it moved to.
+    let received_after = deadline == fixture.clock_now() + lease.as_nanos() as u64;
+    seen.saw(if received_after { "received after" } else { "received before the clock moved" });
+    let now = fixture.clock_now();
+    fixture.advance(Duration::from_nanos(deadline - now));
+    let again = try_receive(&fixture.queue).map(|d| d.id);
+    let stats = fixture.queue.stats();
+    assert_eq!(stats.expired, 1, "B's lease did not expire at its deadline: {stats:?}");
+    assert_eq!(again, Some(b), "B is receivable again once its lease is over");
 }
 
 /// Records whether the racing receive happened before or after the clock
