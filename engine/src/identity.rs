@@ -5,7 +5,7 @@
 //! 64-bit word; a message that has a past gets a `History` box, which then
 //! holds the id too, and the word holds the box's address with the top bit
 //! set. One word instead of an id and a pointer keeps every slot 8 bytes
-//! smaller (docs/design.md, Memory).
+//! smaller (docs/design.md, "One word for the id and the history").
 //!
 //! Invariant: the word is either an id below `BOXED` (no history), or
 //! `BOXED | address` of a `History` this `Identity` owns (leaked from a

@@ -262,6 +262,7 @@ impl Wheel {
                 // call, and `elapsed` stays at its start.
                 let lvl = &mut self.levels[level];
                 self.spare = std::mem::replace(&mut lvl.slots[index], entries);
+                debug_assert!(self.spare.is_empty(), "an entry was filed into the bucket being processed");
                 lvl.occupied |= 1 << index;
                 stopped_early = true;
                 break;
