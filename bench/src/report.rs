@@ -116,11 +116,12 @@ fn charts_of(run: &Value) -> Vec<(&'static str, String)> {
         for (who, kind, color, dashed) in [
             ("engine", "same", ENGINE, false),
             ("engine", "spread", "#17becf", false),
+            ("engine", "wheel", "#9467bd", false),
             ("baseline", "same", BASELINE, true),
             ("baseline", "spread", "#ff7f0e", true),
         ] {
             series.push(Series {
-                name: format!("{who}, {kind} deadline"),
+                name: format!("{who}, {}", if kind == "wheel" { "same deadline, via the wheel" } else { kind }),
                 color,
                 dashed,
                 points: points
@@ -256,7 +257,10 @@ fn page(run: &Value, charts: &[&str]) -> String {
          - **expiry**: `ManualClock`, one shard; N leases in flight with one deadline or 100 deadlines 1 ms apart; \
          the clock's advance (the engine applies due timers as its clock moves, the baseline in its next receive) \
          and one `receive(1)` are timed, after one untimed warm-up round, over as many rounds as make 100,000 \
-         expiries. The delay rows use the real clock: a consumer polls while leases of 200–220 ms run out and \
+         expiries. With one deadline the engine's timer entries are still in its lock-free inbox when the clock \
+         jumps and go straight to firing; the \"filed in the wheel\" rows first move them into the timing wheel \
+         (an untimed probe lease of 1 ms falls due, as the system clock's driver would drain them every tick), \
+         so the firing includes the wheel's cascade and its read of each slot's arm. The delay rows use the real clock: a consumer polls while leases of 200–220 ms run out and \
          records deadline → received again.\n\
          - **extension**: `ManualClock`; some leases renewed every millisecond while others (spread deadlines) \
          run out; the expiry cost is compared with a run without renewals.\n\

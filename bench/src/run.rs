@@ -319,26 +319,26 @@ fn run_expiry(profile: &Profile, results: &mut Results) {
             println!("expiry       skipping {n} in flight: less than 8 GiB available");
             continue;
         }
-        for spread in [false, true] {
+        for deadlines in expiry::Deadlines::ALL {
             // Small counts are over in microseconds: repeat them (alternating)
             // and keep the median.
             let reps = (1_000_000 / n).clamp(1, 7);
             let (mut es, mut bs) = (Vec::new(), Vec::new());
             for _ in 0..reps {
-                es.push(expiry::firing::<EngineSubject>(n, spread));
-                bs.push(expiry::firing::<BaselineQueue>(n, spread));
+                es.push(expiry::firing::<EngineSubject>(n, deadlines));
+                bs.push(expiry::firing::<BaselineQueue>(n, deadlines));
             }
             let (e, b) = (expiry::Firing::median(&es), expiry::Firing::median(&bs));
-            let kind = if spread { "spread" } else { "same" };
+            let kind = deadlines.key();
             results.row(
                 "expiry",
-                format!("{n} in flight, {kind} deadline: cost"),
+                format!("{n} in flight, {}: cost", deadlines.label()),
                 "ns/expiry",
                 e.ns_per_expiry,
                 Some(b.ns_per_expiry),
                 Better::Lower,
             );
-            if !spread {
+            if deadlines == expiry::Deadlines::Same {
                 same_engine.push((n, e.ns_per_expiry));
                 if n == 1_000_000 {
                     at_million = Some((e, b));

@@ -4,9 +4,14 @@
 //! The firing part runs on a `ManualClock` (deterministic: the clock jumps to
 //! the deadline and one `receive(1)`, which applies due timers, is timed), on
 //! one shard so that one receive applies all of them, and in steady state: a
-//! first round of leasing and expiring warms the buffers, the second is timed. The delay part runs on
-//! the system clock: a consumer polls while leases run out and records how
-//! long after its deadline each message was received again.
+//! first round of leasing and expiring warms the buffers, the second is timed.
+//! With one deadline the engine's timer entries are still in its inbox when
+//! the clock jumps (nothing was due before), so they go straight to firing;
+//! the `Wheel` kind first files them in the timing wheel, as the system
+//! clock's driver does every tick, so the firing includes the wheel's
+//! cascade. The delay part runs on the system clock: a consumer polls while
+//! leases run out and records how long after its deadline each message was
+//! received again.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -21,6 +26,57 @@ use super::payload;
 const LEASE: Duration = Duration::from_secs(1);
 const STEPS: usize = 100;
 const STEP: Duration = Duration::from_millis(1);
+
+/// When the leases of one measurement run out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Deadlines {
+    /// All at one deadline, fired from where the leases put their entries.
+    Same,
+    /// In `STEPS` groups a millisecond apart.
+    Spread,
+    /// All at one deadline, with the entries filed in the timing wheel first.
+    Wheel,
+}
+
+impl Deadlines {
+    pub(crate) const ALL: [Deadlines; 3] = [Deadlines::Same, Deadlines::Spread, Deadlines::Wheel];
+
+    /// The name in the JSON (`points[].deadlines`).
+    pub(crate) fn key(self) -> &'static str {
+        match self {
+            Deadlines::Same => "same",
+            Deadlines::Spread => "spread",
+            Deadlines::Wheel => "wheel",
+        }
+    }
+
+    /// The words in the table.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Deadlines::Same => "same deadline",
+            Deadlines::Spread => "spread deadline",
+            Deadlines::Wheel => "same deadline, filed in the wheel",
+        }
+    }
+}
+
+/// Moves the engine's timer entries of leases just made into its wheel: a
+/// probe lease of one step, taken and acked before the others, falls due
+/// when the clock moves two steps, and applying it drains the timer inbox.
+/// The baseline's heap already holds every deadline; the same clock move
+/// costs it nothing. Returns how far the clock moved.
+fn file_in_wheel(clock: &ManualClock) -> Duration {
+    clock.advance(2 * STEP);
+    2 * STEP
+}
+
+/// The probe of `file_in_wheel`: one message leased for one step and acked.
+fn take_probe<S: Subject>(queue: &S) {
+    assert!(queue.send(payload(16)), "the expiry queue has room for the probe");
+    let probe = queue.receive_for(1, STEP);
+    assert_eq!(probe.len(), 1, "a message was ready for the probe");
+    queue.ack(S::receipt(&probe[0]));
+}
 
 /// One firing measurement.
 #[derive(Debug, Clone, Copy)]
@@ -86,7 +142,7 @@ fn lease_all<S: Subject>(clock: &ManualClock, queue: &S, n: usize, spread: bool)
 /// engine applies due expiries when a manual clock moves (so no operation on
 /// any queue can see a lease that is over but not yet expired), the baseline
 /// in its next receive, and either way the work is inside the timed region.
-fn fire<S: Subject>(clock: &ManualClock, queue: &S, spread: bool) -> Duration {
+fn fire<S: Subject>(clock: &ManualClock, queue: &S, spread: bool, moved: Duration) -> Duration {
     let timed = |by: Duration| {
         let started = Instant::now();
         clock.advance(by);
@@ -103,7 +159,7 @@ fn fire<S: Subject>(clock: &ManualClock, queue: &S, spread: bool) -> Duration {
         }
         total
     } else {
-        timed(LEASE)
+        timed(LEASE - moved)
     }
 }
 
@@ -116,15 +172,26 @@ const MIN_TIMED_EXPIRIES: usize = 100_000;
 /// leasing and expiring warms every buffer the timers use (as a running
 /// queue has), then enough rounds for `MIN_TIMED_EXPIRIES` are timed (only
 /// the firing of each, not the leasing).
-pub(crate) fn firing<S: Subject>(n: usize, spread: bool) -> Firing {
+pub(crate) fn firing<S: Subject>(n: usize, deadlines: Deadlines) -> Firing {
     let (clock, queue) = build::<S>(n);
-    lease_all(&clock, &queue, n, spread);
-    fire(&clock, &queue, spread);
+    let spread = deadlines == Deadlines::Spread;
+    // One round: lease all (after the probe, for the wheel), file, fire.
+    let round = |timed: bool| {
+        if deadlines == Deadlines::Wheel {
+            take_probe(&queue);
+        }
+        let leased = lease_all(&clock, &queue, n, spread);
+        let moved = if deadlines == Deadlines::Wheel { file_in_wheel(&clock) } else { Duration::ZERO };
+        let elapsed = fire(&clock, &queue, spread, moved);
+        (leased, if timed { elapsed.as_secs_f64() } else { 0.0 })
+    };
+    round(false);
     let rounds = (MIN_TIMED_EXPIRIES / n.max(1)).max(1);
     let (mut leased, mut seconds) = (0, 0.0);
     for _ in 0..rounds {
-        leased += lease_all(&clock, &queue, n, spread);
-        seconds += fire(&clock, &queue, spread).as_secs_f64();
+        let (l, s) = round(true);
+        leased += l;
+        seconds += s;
     }
     drop(queue);
     Firing {
