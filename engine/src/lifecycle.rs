@@ -692,8 +692,9 @@ impl QueueCore {
     /// bounded number of entries of leases that already ended (see
     /// `Wheel::sweep`). Without it, every message acked within its lease
     /// would leave its entry behind (6 bytes in a bucket) until its old
-    /// deadline passed. Returns whether a shard has more sweeping to do (the driver then comes
-    /// back after a tick rather than sleeping until the next deadline).
+    /// deadline passed. Returns whether a shard has more sweeping to do (the
+    /// driver then comes back after a tick rather than sleeping until the
+    /// next deadline).
     pub(crate) fn tidy_timers(&self, now: u64) -> bool {
         let mut more = false;
         for shard in self.shards.iter() {
@@ -710,7 +711,7 @@ impl QueueCore {
         let mut made_ready = false;
         let mut expired = 0;
         loop {
-            shard.timers.collect_due(&mut state, now, |index| shard.slab.get(index).and_then(Slot::alarm));
+            shard.timers.collect_due(&mut state, now, |index| shard.alarm(index));
             if state.fired.is_empty() {
                 break;
             }
@@ -743,8 +744,7 @@ impl QueueCore {
         if !state.wheel.sweeping() && state.wheel.len() <= bound {
             return false;
         }
-        let alarm = |index| shard.slab.get(index).and_then(Slot::alarm);
-        if state.wheel.sweep(SWEEP_BUDGET, alarm, |entry| Self::timer_may_matter(shard, entry)) {
+        if state.wheel.sweep(SWEEP_BUDGET, |index| shard.alarm(index), |entry| Self::timer_may_matter(shard, entry)) {
             state.sweep_above = 2 * state.wheel.len();
         }
         state.wheel.sweeping()

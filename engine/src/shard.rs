@@ -69,6 +69,14 @@ impl Shard {
         }
     }
 
+    /// When slot `index`'s timer alarm is set for (`Slot::alarm`), `None`
+    /// for no alarm or no such slot: what the wheel files the slot's
+    /// entries by (`Wheel::poll`, `Wheel::sweep`).
+    #[inline]
+    pub(crate) fn alarm(&self, index: u32) -> Option<u64> {
+        self.slab.get(index).and_then(crate::slot::Slot::alarm)
+    }
+
     #[inline]
     pub(crate) fn push_ready(&self, slot: u32, generation: u64) {
         self.ready.push(ReadyEntry { slot, generation: generation as u32 });
