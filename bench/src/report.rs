@@ -21,8 +21,11 @@ pub(crate) fn main(args: &[String]) -> Result<(), String> {
         Some(path) => Some(std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?),
         None => None,
     };
-    let text = std::fs::read_to_string(json_path).map_err(|e| format!("cannot read {json_path}: {e}"))?;
-    let run: Value = serde_json::from_str(&text).map_err(|e| format!("{json_path} is not JSON: {e}"))?;
+    let run = read_run(json_path)?;
+    let earlier = match crate::flag_value(args, "--also")? {
+        Some(list) => list.split(',').filter(|p| !p.is_empty()).map(read_run).collect::<Result<Vec<_>, _>>()?,
+        None => Vec::new(),
+    };
     let out = Path::new(out);
     let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let charts = dir.join("benchmarks");
@@ -33,7 +36,7 @@ pub(crate) fn main(args: &[String]) -> Result<(), String> {
         std::fs::write(&path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         written.push(name);
     }
-    let mut page = page(&run, &written);
+    let mut page = page(&run, &earlier, &written);
     if let Some(notes) = notes {
         page.push('\n');
         page.push_str(&notes);
@@ -41,6 +44,59 @@ pub(crate) fn main(args: &[String]) -> Result<(), String> {
     std::fs::write(out, page).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
     println!("wrote {} and {} chart(s) in {}", out.display(), written.len(), charts.display());
     Ok(())
+}
+
+/// One run's JSON, which must hold a targets list (the report's first table).
+fn read_run(path: &str) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let run: Value = serde_json::from_str(&text).map_err(|e| format!("{path} is not JSON: {e}"))?;
+    if !run["targets"].is_array() {
+        return Err(format!("{path} has no targets: not the JSON of a leaseq-bench run"));
+    }
+    Ok(run)
+}
+
+/// The targets of every run side by side, the page's run last: each cell the
+/// measured figure (without its parenthesised detail) and whether it met the
+/// target, then in how many runs it was met. A target a run lacks shows "-".
+fn targets_across_runs(s: &mut String, runs: &[&Value]) {
+    let _ = writeln!(
+        s,
+        "\n### The targets in each run\n\nEach column is one full run, oldest first; the last is the run this page \
+         shows. A target met in some runs and missed in others is within the machine's drift from run to run.\n"
+    );
+    let mut header = String::from("| target | required |");
+    let mut rule = String::from("|---|---|");
+    for (i, run) in runs.iter().enumerate() {
+        let m = &run["machine"];
+        let _ = write!(
+            header,
+            " run {} (`{}`, {}) |",
+            i + 1,
+            m["commit"].as_str().unwrap_or("?").chars().take(7).collect::<String>(),
+            m["date"].as_str().and_then(|d| d.get(11..16)).unwrap_or("?")
+        );
+        rule.push_str("---|");
+    }
+    let _ = writeln!(s, "{header} met in |\n{rule}---|");
+    for t in runs.last().map(|r| &r["targets"]).and_then(Value::as_array).into_iter().flatten() {
+        let name = t["target"].as_str().unwrap_or("");
+        let mut row = format!("| {name} | {} |", t["required"].as_str().unwrap_or(""));
+        let mut met = 0;
+        for run in runs {
+            let found = run["targets"].as_array().into_iter().flatten().find(|o| o["target"] == name);
+            match found {
+                Some(o) => {
+                    let measured = o["measured"].as_str().unwrap_or("?");
+                    let short = measured.split(" (").next().unwrap_or(measured);
+                    met += usize::from(o["met"] == true);
+                    let _ = write!(row, " {short}{} |", if o["met"] == true { "" } else { " (missed)" });
+                }
+                None => row.push_str(" - |"),
+            }
+        }
+        let _ = writeln!(s, "{row} {met} of {} |", runs.len());
+    }
 }
 
 fn f(v: &Value) -> f64 {
@@ -144,7 +200,7 @@ fn charts_of(run: &Value) -> Vec<(&'static str, String)> {
     charts
 }
 
-fn page(run: &Value, charts: &[&str]) -> String {
+fn page(run: &Value, earlier: &[Value], charts: &[&str]) -> String {
     let m = &run["machine"];
     let mut s = String::new();
     let _ = writeln!(s, "# Benchmarks\n");
@@ -191,7 +247,9 @@ fn page(run: &Value, charts: &[&str]) -> String {
         s,
         "Reproduce (about 90 s): `cargo run --release -p leaseq-bench -- run --full --json target/leaseq-bench.json`, \
          then `cargo run --release -p leaseq-bench -- report --json target/leaseq-bench.json --out docs/benchmarks.md \
-         --notes docs/benchmarks/analysis.md`. The JSON of the run shown here is `docs/benchmarks/run.json`. \
+         --notes docs/benchmarks/analysis.md` (add `--also a.json,b.json` with earlier runs' JSON for the table of \
+         targets in each run). The JSON of the run shown here is `docs/benchmarks/run.json`, that of the earlier \
+         runs in the table `docs/benchmarks/run-N.json`. \
          Micro-benchmarks (criterion): `cargo bench -p leaseq-bench`. CI runs `bench/ci.sh` (smoke sizes only).\n"
     );
     let _ = writeln!(s, "## Targets\n\n| target | required | measured | |\n|---|---|---|---|");
@@ -204,6 +262,10 @@ fn page(run: &Value, charts: &[&str]) -> String {
             t["measured"].as_str().unwrap_or(""),
             if t["met"] == true { "met" } else { "**missed**" }
         );
+    }
+    if !earlier.is_empty() {
+        let runs: Vec<&Value> = earlier.iter().chain(std::iter::once(run)).collect();
+        targets_across_runs(&mut s, &runs);
     }
     for (chart, caption) in [
         ("scaling", "Full cycles vs threads (beyond the core count the threads are oversubscribed)."),
@@ -270,4 +332,48 @@ fn page(run: &Value, charts: &[&str]) -> String {
          600 s leases, once the engine's driver has had time to wake, divided by N.\n"
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn run(commit: &str, targets: Value) -> Value {
+        json!({"machine": {"commit": commit, "date": "2026-12-03T21:23:28Z"}, "targets": targets})
+    }
+
+    /// Each run's figure lands in its own column, the detail in parentheses
+    /// is dropped, misses are marked, the count is over the runs, and a target
+    /// an earlier run did not measure shows "-" and does not count as met.
+    #[test]
+    fn targets_across_runs_counts_each_run() {
+        let earlier = run(
+            "aaaaaaa1234",
+            json!([{"target": "ratio", "required": ">= 1.0x", "measured": "0.97x (a vs b)", "met": false}]),
+        );
+        let last = run(
+            "bbbbbbb5678",
+            json!([
+                {"target": "ratio", "required": ">= 1.0x", "measured": "1.03x (a vs b)", "met": true},
+                {"target": "memory", "required": "<= 96 bytes", "measured": "94.3 bytes", "met": true},
+            ]),
+        );
+        let mut s = String::new();
+        targets_across_runs(&mut s, &[&earlier, &last]);
+        assert!(s.contains("| run 1 (`aaaaaaa`, 21:23) | run 2 (`bbbbbbb`, 21:23) | met in |"), "{s}");
+        assert!(s.contains("| ratio | >= 1.0x | 0.97x (missed) | 1.03x | 1 of 2 |"), "{s}");
+        assert!(s.contains("| memory | <= 96 bytes | - | 94.3 bytes | 1 of 2 |"), "{s}");
+    }
+
+    /// A file that is not a run's JSON is refused with its path named.
+    #[test]
+    fn a_file_without_targets_is_refused() {
+        let path = std::env::temp_dir().join(format!("leaseq-report-test-{}.json", std::process::id()));
+        std::fs::write(&path, "{\"rows\": []}").unwrap();
+        let err = read_run(path.to_str().unwrap()).unwrap_err();
+        std::fs::remove_file(&path).ok();
+        assert!(err.contains("no targets"), "{err}");
+    }
 }
