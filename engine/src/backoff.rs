@@ -52,6 +52,18 @@ impl Backoff {
         }
     }
 
+    /// `delay` in whole nanoseconds, for the engine's transitions. The id is
+    /// asked for only by a jittered policy: with no backoff (the default) an
+    /// expiry reads nothing more of the message than its deadline.
+    #[inline]
+    pub(crate) fn delay_nanos(&self, id: impl FnOnce() -> MessageId, delivery_count: u32) -> u64 {
+        match *self {
+            Backoff::None => 0,
+            Backoff::Fixed(d) => crate::clock::duration_nanos(d),
+            Backoff::Exponential { .. } => crate::clock::duration_nanos(self.delay(id(), delivery_count)),
+        }
+    }
+
     /// The largest delay this policy can produce.
     pub fn max_delay(&self) -> Duration {
         match *self {
@@ -87,6 +99,32 @@ mod tests {
             distinct.insert(d);
         }
         assert!(distinct.len() > 100, "jitter does not spread: {}", distinct.len());
+    }
+
+    #[test]
+    fn delay_nanos_agrees_with_delay_and_asks_for_the_id_only_when_jittered() {
+        let policies = [
+            Backoff::None,
+            Backoff::Fixed(Duration::from_millis(7)),
+            Backoff::Exponential { base: Duration::from_millis(3), max: Duration::from_secs(1), jitter: false },
+            Backoff::Exponential { base: Duration::from_millis(3), max: Duration::from_secs(1), jitter: true },
+        ];
+        for policy in policies {
+            for count in [1, 2, 9, u32::MAX] {
+                let mut asked = false;
+                let nanos = policy.delay_nanos(
+                    || {
+                        asked = true;
+                        ID
+                    },
+                    count,
+                );
+                assert_eq!(nanos, crate::clock::duration_nanos(policy.delay(ID, count)), "{policy:?} {count}");
+                let jittered = matches!(policy, Backoff::Exponential { jitter: true, .. });
+                assert!(!asked || matches!(policy, Backoff::Exponential { .. }), "{policy:?} read the id");
+                assert!(asked || !jittered, "{policy:?} computed jitter without the id");
+            }
+        }
     }
 
     #[test]
