@@ -62,19 +62,23 @@ fn read_run(path: &str) -> Result<Value, String> {
 fn targets_across_runs(s: &mut String, runs: &[&Value]) {
     let _ = writeln!(
         s,
-        "\n### The targets in each run\n\nEach column is one full run, oldest first; the last is the run this page \
-         shows. A target met in some runs and missed in others is within the machine's drift from run to run.\n"
+        "\n### The targets in each run\n\nEach column is one full run, oldest first, with its commit, CPU and date \
+         (UTC); the last is the run this page shows. A target met in some runs and missed in others on one \
+         machine is within that machine's drift from run to run.\n"
     );
     let mut header = String::from("| target | required |");
     let mut rule = String::from("|---|---|");
     for (i, run) in runs.iter().enumerate() {
         let m = &run["machine"];
+        // Runs may come from different days and machines: the column names both.
+        let date = m["date"].as_str().and_then(|d| d.get(5..16)).map(|d| d.replace('T', " "));
         let _ = write!(
             header,
-            " run {} (`{}`, {}) |",
+            " run {} (`{}`, {}, {}) |",
             i + 1,
             m["commit"].as_str().unwrap_or("?").chars().take(7).collect::<String>(),
-            m["date"].as_str().and_then(|d| d.get(11..16)).unwrap_or("?")
+            m["cpu_model"].as_str().unwrap_or("?"),
+            date.as_deref().unwrap_or("?")
         );
         rule.push_str("---|");
     }
@@ -341,7 +345,7 @@ mod tests {
     use super::*;
 
     fn run(commit: &str, targets: Value) -> Value {
-        json!({"machine": {"commit": commit, "date": "2026-12-03T21:23:28Z"}, "targets": targets})
+        json!({"machine": {"commit": commit, "cpu_model": "AMD EPYC", "date": "2026-12-03T21:23:28Z"}, "targets": targets})
     }
 
     /// Each run's figure lands in its own column, the detail in parentheses
@@ -362,7 +366,12 @@ mod tests {
         );
         let mut s = String::new();
         targets_across_runs(&mut s, &[&earlier, &last]);
-        assert!(s.contains("| run 1 (`aaaaaaa`, 21:23) | run 2 (`bbbbbbb`, 21:23) | met in |"), "{s}");
+        assert!(
+            s.contains(
+                "| run 1 (`aaaaaaa`, AMD EPYC, 12-03 21:23) | run 2 (`bbbbbbb`, AMD EPYC, 12-03 21:23) | met in |"
+            ),
+            "{s}"
+        );
         assert!(s.contains("| ratio | >= 1.0x | 0.97x (missed) | 1.03x | 1 of 2 |"), "{s}");
         assert!(s.contains("| memory | <= 96 bytes | - | 94.3 bytes | 1 of 2 |"), "{s}");
     }
