@@ -9,7 +9,11 @@ cargo bench -p leaseq-bench --no-run
 cargo test -p leaseq-bench
 cargo run --release -p leaseq-bench -- --help > /dev/null
 cargo run --release -p leaseq-bench -- run --smoke --json target/leaseq-bench-smoke.json
-# The smoke run twice over: the page, and its table of targets across runs.
+# The smoke run three times over: the page, its table of targets across runs,
+# and a section as if from another machine.
 cargo run --release -p leaseq-bench -- report --json target/leaseq-bench-smoke.json \
-    --also target/leaseq-bench-smoke.json --out target/bench-smoke-report/benchmarks.md
+    --also target/leaseq-bench-smoke.json --elsewhere target/leaseq-bench-smoke.json \
+    --out target/bench-smoke-report/benchmarks.md
 grep -q "met in" target/bench-smoke-report/benchmarks.md
+grep -q "On another machine" target/bench-smoke-report/benchmarks.md
+test -f target/bench-smoke-report/benchmarks/leaseq-bench-smoke-scaling.svg

@@ -21,7 +21,8 @@ leaseq-bench: load generator for the leaseq engine, with a same-run Mutex baseli
 USAGE:
     leaseq-bench [run] [--smoke | --full] [--json PATH] [--only LIST] [--loads P:C:B:S,..]
                  [--threads N,..] [--trial-ms MS] [--trials N]
-    leaseq-bench report [--json PATH] [--also PATH,..] [--out docs/benchmarks.md] [--notes FILE]
+    leaseq-bench report [--json PATH] [--also PATH,..] [--elsewhere PATH,..] [--out docs/benchmarks.md]
+                        [--notes FILE]
     leaseq-bench --help
 
 RUN (default):
@@ -54,6 +55,9 @@ REPORT:
     --out PATH      output page (default docs/benchmarks.md)
     --also LIST     comma-separated JSON of earlier runs: the page adds a table of
                     every run's targets (met or missed in each, and how often)
+    --elsewhere LIST
+                    comma-separated JSON of runs on other machines (bench/scaling-many-cores.sh):
+                    each gets a section after the main run's figures, its charts named after its file
     --notes FILE    Markdown appended to the page (the analysis of that run)
 ";
 

@@ -22,28 +22,58 @@ pub(crate) fn main(args: &[String]) -> Result<(), String> {
         None => None,
     };
     let run = read_run(json_path)?;
-    let earlier = match crate::flag_value(args, "--also")? {
-        Some(list) => list.split(',').filter(|p| !p.is_empty()).map(read_run).collect::<Result<Vec<_>, _>>()?,
-        None => Vec::new(),
-    };
+    let earlier = read_runs(crate::flag_value(args, "--also")?)?;
     let out = Path::new(out);
     let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let charts = dir.join("benchmarks");
     std::fs::create_dir_all(&charts).map_err(|e| format!("cannot create {}: {e}", charts.display()))?;
-    let mut written = Vec::new();
-    for (name, svg) in charts_of(&run) {
-        let path = charts.join(format!("{name}.svg"));
-        std::fs::write(&path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        written.push(name);
+    let written = write_charts(&charts, &run, "")?;
+    let mut elsewhere = Vec::new();
+    for source in crate::flag_value(args, "--elsewhere")?.unwrap_or("").split(',').filter(|p| !p.is_empty()) {
+        let run = read_run(source)?;
+        // Named after the file, so the charts of several machines sit side by side.
+        let stem = Path::new(source).file_stem().and_then(|s| s.to_str()).unwrap_or("elsewhere");
+        let prefix = format!("{stem}-");
+        let charts = write_charts(&charts, &run, &prefix)?;
+        elsewhere.push(Elsewhere { run, source: source.to_string(), prefix, charts });
     }
-    let mut page = page(&run, &earlier, &written);
+    let mut page = page(&run, &earlier, &written, &elsewhere);
     if let Some(notes) = notes {
         page.push('\n');
         page.push_str(&notes);
     }
     std::fs::write(out, page).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
-    println!("wrote {} and {} chart(s) in {}", out.display(), written.len(), charts.display());
+    let count = written.len() + elsewhere.iter().map(|e| e.charts.len()).sum::<usize>();
+    println!("wrote {} and {count} chart(s) in {}", out.display(), charts.display());
     Ok(())
+}
+
+/// A run from another machine shown on the page after the main one: its
+/// JSON, the path it came from, and its charts' names (each `prefix` and
+/// the chart).
+struct Elsewhere {
+    run: Value,
+    source: String,
+    prefix: String,
+    charts: Vec<String>,
+}
+
+/// Writes a run's charts into `dir` as `{prefix}{chart}.svg`; returns the
+/// names written, without `.svg`.
+fn write_charts(dir: &Path, run: &Value, prefix: &str) -> Result<Vec<String>, String> {
+    let mut written = Vec::new();
+    for (chart, svg) in charts_of(run) {
+        let name = format!("{prefix}{chart}");
+        let path = dir.join(format!("{name}.svg"));
+        std::fs::write(&path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        written.push(name);
+    }
+    Ok(written)
+}
+
+/// The runs of a comma-separated list of JSON paths (none without a list).
+fn read_runs(list: Option<&str>) -> Result<Vec<Value>, String> {
+    list.unwrap_or("").split(',').filter(|p| !p.is_empty()).map(read_run).collect()
 }
 
 /// One run's JSON, which must hold a targets list (the report's first table).
@@ -204,8 +234,7 @@ fn charts_of(run: &Value) -> Vec<(&'static str, String)> {
     charts
 }
 
-fn page(run: &Value, earlier: &[Value], charts: &[&str]) -> String {
-    let m = &run["machine"];
+fn page(run: &Value, earlier: &[Value], charts: &[String], elsewhere: &[Elsewhere]) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# Benchmarks\n");
     let _ = writeln!(
@@ -217,91 +246,44 @@ fn page(run: &Value, earlier: &[Value], charts: &[&str]) -> String {
          shown): absolute numbers on a shared virtual machine drift from run to run; ratios drift less, but still \
          depend on how much else runs on the machine (see the analysis at the end).\n"
     );
-    let _ = writeln!(s, "## Machine and run\n");
-    let load = format!(
-        "load average (1, 5, 15 min) {} before and {} after the run",
-        m["load_average_before"].as_str().unwrap_or("?"),
-        m["load_average_after"].as_str().unwrap_or("?")
-    );
-    let clock = match m["engine_clock"].as_str() {
-        Some("tsc") => {
-            "clocks: the engine's `SystemClock` read the calibrated time-stamp counter; the baseline read \
-                        `std::time::Instant`, as a hand-written queue would (the scaling table also shows one thread \
-                        with the baseline on the engine's clock)"
-        }
-        Some(_) => "clocks: engine and baseline both read `std::time::Instant` (no usable time-stamp counter here)",
-        None => "clocks: not recorded by this run",
-    };
-    let _ = writeln!(
-        s,
-        "- {} cores, {} ({}), {:.0} GiB; {}\n- {}\n- commit `{}`{}, {} run, {:.0} s, {}\n- {load}\n- {clock}\n",
-        m["cores"],
-        m["cpu_model"].as_str().unwrap_or("?"),
-        if m["virtualised"] == true { "virtual machine" } else { "bare metal" },
-        f(&m["memory_gib"]),
-        m["os"].as_str().unwrap_or("?"),
-        m["rustc"].as_str().unwrap_or("?"),
-        m["commit"].as_str().unwrap_or("?"),
-        if m["dirty"] == true { " (with uncommitted changes)" } else { "" },
-        run["mode"].as_str().unwrap_or("?"),
-        f(&run["wall_seconds"]),
-        m["date"].as_str().unwrap_or(""),
-    );
+    let _ = writeln!(s, "## Machine and run\n\n{}", machine_summary(run));
     let _ = writeln!(
         s,
         "Reproduce (about 90 s): `cargo run --release -p leaseq-bench -- run --full --json target/leaseq-bench.json`, \
          then `cargo run --release -p leaseq-bench -- report --json target/leaseq-bench.json --out docs/benchmarks.md \
          --notes docs/benchmarks/analysis.md` (add `--also a.json,b.json` with earlier runs' JSON for the table of \
-         targets in each run). The JSON of the run shown here is `docs/benchmarks/run.json`, that of the earlier \
-         runs in the table `docs/benchmarks/run-N.json`. \
+         targets in each run, `--elsewhere c.json` for runs on other machines). The JSON of the run shown here is \
+         `docs/benchmarks/run.json`, that of the earlier runs in the table `docs/benchmarks/run-N.json`. \
          Micro-benchmarks (criterion): `cargo bench -p leaseq-bench`. CI runs `bench/ci.sh` (smoke sizes only).\n"
     );
-    let _ = writeln!(s, "## Targets\n\n| target | required | measured | |\n|---|---|---|---|");
-    for t in run["targets"].as_array().into_iter().flatten() {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} |",
-            t["target"].as_str().unwrap_or(""),
-            t["required"].as_str().unwrap_or(""),
-            t["measured"].as_str().unwrap_or(""),
-            if t["met"] == true { "met" } else { "**missed**" }
-        );
-    }
+    let _ = writeln!(s, "## Targets\n");
+    targets_table(&mut s, run);
     if !earlier.is_empty() {
         let runs: Vec<&Value> = earlier.iter().chain(std::iter::once(run)).collect();
         targets_across_runs(&mut s, &runs);
     }
-    for (chart, caption) in [
-        ("scaling", "Full cycles vs threads (beyond the core count the threads are oversubscribed)."),
-        (
-            "latency",
-            "Open-loop latency percentiles, measured from the intended send time (receive and end_to_end \
-             nearly coincide: the ack call itself takes well under a microsecond); \
-             the \"one thread\" curves run the same schedule on a single thread.",
-        ),
-        ("expiry", "Cost per expiry against the number of leases in flight."),
-    ] {
-        if charts.contains(&chart) {
-            let _ = writeln!(s, "\n![{caption}](benchmarks/{chart}.svg)\n\n{caption}");
-        }
-    }
-    let _ = writeln!(
-        s,
-        "\n## All figures\n\n| scenario | metric | engine | baseline | engine/baseline | unit |\n|---|---|---:|---:|---:|---|"
-    );
-    for r in run["rows"].as_array().into_iter().flatten() {
-        let ratio = r["ratio"].as_f64().map_or_else(|| "-".into(), |x| format!("{x:.2}x"));
-        let better = if r["better"] == "higher" { "higher is better" } else { "lower is better" };
+    chart_figures(&mut s, charts, "");
+    let _ = writeln!(s, "\n## All figures\n");
+    figures_table(&mut s, run);
+    for other in elsewhere {
+        let m = &other.run["machine"];
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} ({better}) |",
-            r["scenario"].as_str().unwrap_or(""),
-            r["metric"].as_str().unwrap_or(""),
-            crate::results::human(f(&r["engine"])),
-            r["baseline"].as_f64().map_or_else(|| "-".into(), crate::results::human),
-            ratio,
-            r["unit"].as_str().unwrap_or("")
+            "\n## On another machine: {} cores, {}\n\nA run of {} (`{}`) on another machine: the targets are set \
+             for the two-core machine above, so they are shown here for comparison, not as its verdict.\n\n{}",
+            m["cores"],
+            m["cpu_model"].as_str().unwrap_or("?"),
+            other.run["scenarios"]
+                .as_object()
+                .map_or_else(|| "?".into(), |o| o.keys().cloned().collect::<Vec<_>>().join(", ")),
+            other.source,
+            machine_summary(&other.run)
         );
+        targets_table(&mut s, &other.run);
+        chart_figures(&mut s, &other.charts, &other.prefix);
+        let _ = writeln!(s, "\n<details><summary>All figures of this run</summary>\n");
+        figures_table(&mut s, &other.run);
+        let _ = writeln!(s, "\n</details>");
     }
     let _ = writeln!(s, "\n## Method\n");
     let _ = writeln!(
@@ -336,6 +318,93 @@ fn page(run: &Value, earlier: &[Value], charts: &[&str]) -> String {
          600 s leases, once the engine's driver has had time to wake, divided by N.\n"
     );
     s
+}
+
+/// The bullet list that names a run's machine, commit, length, load and clocks.
+fn machine_summary(run: &Value) -> String {
+    let m = &run["machine"];
+    let load = format!(
+        "load average (1, 5, 15 min) {} before and {} after the run",
+        m["load_average_before"].as_str().unwrap_or("?"),
+        m["load_average_after"].as_str().unwrap_or("?")
+    );
+    let clock = match m["engine_clock"].as_str() {
+        Some("tsc") => {
+            "clocks: the engine's `SystemClock` read the calibrated time-stamp counter; the baseline read \
+                        `std::time::Instant`, as a hand-written queue would (the scaling table also shows one thread \
+                        with the baseline on the engine's clock)"
+        }
+        Some(_) => "clocks: engine and baseline both read `std::time::Instant` (no usable time-stamp counter here)",
+        None => "clocks: not recorded by this run",
+    };
+    format!(
+        "- {} cores, {} ({}), {:.0} GiB; {}\n- {}\n- commit `{}`{}, {} run, {:.0} s, {}\n- {load}\n- {clock}\n",
+        m["cores"],
+        m["cpu_model"].as_str().unwrap_or("?"),
+        if m["virtualised"] == true { "virtual machine" } else { "bare metal" },
+        f(&m["memory_gib"]),
+        m["os"].as_str().unwrap_or("?"),
+        m["rustc"].as_str().filter(|r| r.starts_with("rustc")).unwrap_or("rustc: not recorded (built elsewhere)"),
+        m["commit"].as_str().unwrap_or("?"),
+        if m["dirty"] == true { " (with uncommitted changes)" } else { "" },
+        run["mode"].as_str().unwrap_or("?"),
+        f(&run["wall_seconds"]),
+        m["date"].as_str().unwrap_or(""),
+    )
+}
+
+/// A run's targets: required, measured, met or missed.
+fn targets_table(s: &mut String, run: &Value) {
+    let _ = writeln!(s, "| target | required | measured | |\n|---|---|---|---|");
+    for t in run["targets"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            t["target"].as_str().unwrap_or(""),
+            t["required"].as_str().unwrap_or(""),
+            t["measured"].as_str().unwrap_or(""),
+            if t["met"] == true { "met" } else { "**missed**" }
+        );
+    }
+}
+
+/// The charts written (named `prefix` and the chart), each with its caption.
+fn chart_figures(s: &mut String, written: &[String], prefix: &str) {
+    for (chart, caption) in [
+        ("scaling", "Full cycles vs threads (beyond the core count the threads are oversubscribed)."),
+        (
+            "latency",
+            "Open-loop latency percentiles, measured from the intended send time (receive and end_to_end \
+             nearly coincide: the ack call itself takes well under a microsecond); \
+             the \"one thread\" curves run the same schedule on a single thread.",
+        ),
+        ("expiry", "Cost per expiry against the number of leases in flight."),
+    ] {
+        let name = format!("{prefix}{chart}");
+        if written.contains(&name) {
+            let _ = writeln!(s, "\n![{caption}](benchmarks/{name}.svg)\n\n{caption}");
+        }
+    }
+}
+
+/// Every row of a run: engine, baseline, ratio, unit.
+fn figures_table(s: &mut String, run: &Value) {
+    let _ =
+        writeln!(s, "| scenario | metric | engine | baseline | engine/baseline | unit |\n|---|---|---:|---:|---:|---|");
+    for r in run["rows"].as_array().into_iter().flatten() {
+        let ratio = r["ratio"].as_f64().map_or_else(|| "-".into(), |x| format!("{x:.2}x"));
+        let better = if r["better"] == "higher" { "higher is better" } else { "lower is better" };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} ({better}) |",
+            r["scenario"].as_str().unwrap_or(""),
+            r["metric"].as_str().unwrap_or(""),
+            crate::results::human(f(&r["engine"])),
+            r["baseline"].as_f64().map_or_else(|| "-".into(), crate::results::human),
+            ratio,
+            r["unit"].as_str().unwrap_or("")
+        );
+    }
 }
 
 #[cfg(test)]
@@ -374,6 +443,40 @@ mod tests {
         );
         assert!(s.contains("| ratio | >= 1.0x | 0.97x (missed) | 1.03x | 1 of 2 |"), "{s}");
         assert!(s.contains("| memory | <= 96 bytes | - | 94.3 bytes | 1 of 2 |"), "{s}");
+    }
+
+    /// A run from another machine gets its own section: its machine, its
+    /// targets, its charts under their prefixed names and its figures, after
+    /// the main run's figures; the main run's charts keep their own names.
+    #[test]
+    fn a_run_elsewhere_has_its_own_section() {
+        let mut main_run = run("aaaaaaa1234", json!([]));
+        main_run["rows"] = json!([{"scenario": "scaling", "metric": "here", "engine": 1.0, "ratio": 1.0}]);
+        let mut other = json!({
+            "machine": {"commit": "ccccccc9999", "cpu_model": "Big Xeon", "cores": 16},
+            "mode": "full",
+            "targets": [{"target": "ratio", "required": ">= 3x", "measured": "9.48x", "met": true}],
+            "rows": [{"scenario": "scaling", "metric": "full cycles, 16 thread(s)", "engine": 5e7, "baseline": 3e5,
+                      "ratio": 146.2, "unit": "cycles/s", "better": "higher"}],
+        });
+        other["scenarios"] = json!({"scaling": {}});
+        let elsewhere = [Elsewhere {
+            run: other,
+            source: "docs/benchmarks/big.json".into(),
+            prefix: "big-".into(),
+            charts: vec!["big-scaling".into()],
+        }];
+        let page = page(&main_run, &[], &["scaling".into()], &elsewhere);
+        let section = page.find("## On another machine: 16 cores, Big Xeon").expect("section");
+        assert!(page[section..].contains("A run of scaling (`docs/benchmarks/big.json`)"), "{page}");
+        assert!(page.find("| scaling | here |").unwrap() < section, "main figures come first");
+        let rest = &page[section..];
+        assert!(rest.contains("- 16 cores, Big Xeon"), "{rest}");
+        assert!(rest.contains("| ratio | >= 3x | 9.48x | met |"), "{rest}");
+        assert!(rest.contains("](benchmarks/big-scaling.svg)"), "{rest}");
+        assert!(rest.contains("| scaling | full cycles, 16 thread(s) | 50.00M | 300.0k | 146.20x |"), "{rest}");
+        assert!(page[..section].contains("](benchmarks/scaling.svg)"));
+        assert!(!page[..section].contains("big-scaling"));
     }
 
     /// A file that is not a run's JSON is refused with its path named.
