@@ -29,7 +29,7 @@ pub(crate) fn main(args: &[String]) -> Result<(), String> {
     std::fs::create_dir_all(&charts).map_err(|e| format!("cannot create {}: {e}", charts.display()))?;
     let written = write_charts(&charts, &run, "")?;
     let mut elsewhere = Vec::new();
-    for source in crate::flag_value(args, "--elsewhere")?.unwrap_or("").split(',').filter(|p| !p.is_empty()) {
+    for source in paths(crate::flag_value(args, "--elsewhere")?) {
         let run = read_run(source)?;
         // Named after the file, so the charts of several machines sit side by side.
         let stem = Path::new(source).file_stem().and_then(|s| s.to_str()).unwrap_or("elsewhere");
@@ -49,31 +49,35 @@ pub(crate) fn main(args: &[String]) -> Result<(), String> {
 }
 
 /// A run from another machine shown on the page after the main one: its
-/// JSON, the path it came from, and its charts' names (each `prefix` and
-/// the chart).
+/// JSON, the path it came from, and the charts written for it (as
+/// `{prefix}{chart}.svg`).
 struct Elsewhere {
     run: Value,
     source: String,
     prefix: String,
-    charts: Vec<String>,
+    charts: Vec<&'static str>,
 }
 
 /// Writes a run's charts into `dir` as `{prefix}{chart}.svg`; returns the
-/// names written, without `.svg`.
-fn write_charts(dir: &Path, run: &Value, prefix: &str) -> Result<Vec<String>, String> {
+/// charts written.
+fn write_charts(dir: &Path, run: &Value, prefix: &str) -> Result<Vec<&'static str>, String> {
     let mut written = Vec::new();
     for (chart, svg) in charts_of(run) {
-        let name = format!("{prefix}{chart}");
-        let path = dir.join(format!("{name}.svg"));
+        let path = dir.join(format!("{prefix}{chart}.svg"));
         std::fs::write(&path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        written.push(name);
+        written.push(chart);
     }
     Ok(written)
 }
 
-/// The runs of a comma-separated list of JSON paths (none without a list).
+/// The paths of a comma-separated list (none without a list).
+fn paths(list: Option<&str>) -> impl Iterator<Item = &str> {
+    list.unwrap_or("").split(',').filter(|p| !p.is_empty())
+}
+
+/// The runs of a comma-separated list of JSON paths.
 fn read_runs(list: Option<&str>) -> Result<Vec<Value>, String> {
-    list.unwrap_or("").split(',').filter(|p| !p.is_empty()).map(read_run).collect()
+    paths(list).map(read_run).collect()
 }
 
 /// One run's JSON, which must hold a targets list (the report's first table).
@@ -234,7 +238,7 @@ fn charts_of(run: &Value) -> Vec<(&'static str, String)> {
     charts
 }
 
-fn page(run: &Value, earlier: &[Value], charts: &[String], elsewhere: &[Elsewhere]) -> String {
+fn page(run: &Value, earlier: &[Value], charts: &[&str], elsewhere: &[Elsewhere]) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# Benchmarks\n");
     let _ = writeln!(
@@ -344,7 +348,7 @@ fn machine_summary(run: &Value) -> String {
         if m["virtualised"] == true { "virtual machine" } else { "bare metal" },
         f(&m["memory_gib"]),
         m["os"].as_str().unwrap_or("?"),
-        m["rustc"].as_str().filter(|r| r.starts_with("rustc")).unwrap_or("rustc: not recorded (built elsewhere)"),
+        m["rustc"].as_str().filter(|r| r.starts_with("rustc")).unwrap_or("rustc: not recorded"),
         m["commit"].as_str().unwrap_or("?"),
         if m["dirty"] == true { " (with uncommitted changes)" } else { "" },
         run["mode"].as_str().unwrap_or("?"),
@@ -368,8 +372,8 @@ fn targets_table(s: &mut String, run: &Value) {
     }
 }
 
-/// The charts written (named `prefix` and the chart), each with its caption.
-fn chart_figures(s: &mut String, written: &[String], prefix: &str) {
+/// The charts written (as `{prefix}{chart}.svg`), each with its caption.
+fn chart_figures(s: &mut String, written: &[&str], prefix: &str) {
     for (chart, caption) in [
         ("scaling", "Full cycles vs threads (beyond the core count the threads are oversubscribed)."),
         (
@@ -380,9 +384,8 @@ fn chart_figures(s: &mut String, written: &[String], prefix: &str) {
         ),
         ("expiry", "Cost per expiry against the number of leases in flight."),
     ] {
-        let name = format!("{prefix}{chart}");
-        if written.contains(&name) {
-            let _ = writeln!(s, "\n![{caption}](benchmarks/{name}.svg)\n\n{caption}");
+        if written.contains(&chart) {
+            let _ = writeln!(s, "\n![{caption}](benchmarks/{prefix}{chart}.svg)\n\n{caption}");
         }
     }
 }
@@ -464,9 +467,9 @@ mod tests {
             run: other,
             source: "docs/benchmarks/big.json".into(),
             prefix: "big-".into(),
-            charts: vec!["big-scaling".into()],
+            charts: vec!["scaling"],
         }];
-        let page = page(&main_run, &[], &["scaling".into()], &elsewhere);
+        let page = page(&main_run, &[], &["scaling"], &elsewhere);
         let section = page.find("## On another machine: 16 cores, Big Xeon").expect("section");
         assert!(page[section..].contains("A run of scaling (`docs/benchmarks/big.json`)"), "{page}");
         assert!(page.find("| scaling | here |").unwrap() < section, "main figures come first");
