@@ -274,7 +274,7 @@ fn page(run: &Value, earlier: &[Value], charts: &[&str], elsewhere: &[Elsewhere]
         let _ = writeln!(
             s,
             "\n## On another machine: {} cores, {}\n\nA run of {} (`{}`) on another machine: the targets are set \
-             for the two-core machine above, so they are shown here for comparison, not as its verdict.\n\n{}",
+             for a two-core machine, so they are shown here for comparison, not as its verdict.\n\n{}",
             m["cores"],
             m["cpu_model"].as_str().unwrap_or("?"),
             other.run["scenarios"]
