@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use leaseq::consumer::{HandlerError, LeasePolicy, Pool};
 use leaseq::{Delivery, Engine, QueueConfig};
@@ -60,31 +60,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // max_total = the first grant: no renewals at all, so a stalled handler
     // really loses its lease mid-work (the failure the keeper normally prevents).
     let policy = LeasePolicy { max_total: Some(VISIBILITY), ..LeasePolicy::default() };
-    let pool = Pool::builder(&q).workers(4).policy(policy).start(move |guard| {
-        let d = guard.delivery();
-        let first = d.delivery_count == 1;
-        if first && d.payload.ends_with(b"7") {
-            // Stall past the lease: another worker gets the message meanwhile.
-            std::thread::sleep(VISIBILITY * 2);
-        }
-        let mut conn = open(&db).map_err(HandlerError::retry)?;
-        if !deposit(&mut conn, d).map_err(HandlerError::retry)? {
-            seen.fetch_add(1, Ordering::Relaxed);
-        }
-        if first && d.payload.ends_with(b"3") {
-            return Err(HandlerError::retry("crashed after commit, before the ack"));
-        }
-        Ok(())
-    })?;
+    // One connection per worker, opened once before the workers start.
+    let pool = Pool::builder(&q).workers(4).policy(policy).start_with_state(
+        move |_worker| open(&db),
+        move |conn, guard| {
+            let d = guard.delivery();
+            let first = d.delivery_count == 1;
+            if first && d.payload.ends_with(b"7") {
+                // Stall past the lease: another worker gets the message meanwhile.
+                std::thread::sleep(VISIBILITY * 2);
+            }
+            if !deposit(conn, d).map_err(HandlerError::retry)? {
+                seen.fetch_add(1, Ordering::Relaxed);
+            }
+            if first && d.payload.ends_with(b"3") {
+                return Err(HandlerError::retry("crashed after commit, before the ack"));
+            }
+            Ok(())
+        },
+    )?;
 
     // Wait until every message is finished (acked, or dead: none here).
-    let start = Instant::now();
-    loop {
-        let s = q.stats();
-        if s.ready + s.delayed + s.in_flight == 0 || start.elapsed() > Duration::from_secs(30) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if !pool.wait_drained(Duration::from_secs(30)) {
+        eprintln!("not drained after 30 s: {:?}", q.stats());
     }
     let report = pool.shutdown(Duration::from_secs(5));
     let balance: i64 = check.query_row("SELECT balance FROM accounts WHERE name = 'alice'", [], |r| r.get(0))?;

@@ -11,6 +11,7 @@ use std::str::FromStr;
 
 use crate::error::ReceiptError;
 use crate::lease::GEN_MASK;
+use crate::queue::QueueCore;
 
 /// A message's stable identity, unique within one engine instance.
 ///
@@ -77,6 +78,23 @@ impl Receipt {
 
     pub(crate) fn verify(&self, key: &ReceiptKey) -> bool {
         key.tag(self.engine, self.queue, self.shard, self.slot, self.generation) == self.tag
+    }
+
+    /// Whether `queue` issued this receipt: the same checks (engine, queue,
+    /// integrity tag) every lease operation makes first, without touching a
+    /// lease. The lease keeper uses it to refuse a delivery handed to it with
+    /// the wrong queue.
+    pub(crate) fn issued_by(&self, queue: &QueueCore) -> Result<(), ReceiptError> {
+        if self.engine != queue.engine.id {
+            return Err(ReceiptError::WrongEngine);
+        }
+        if self.queue != queue.ordinal {
+            return Err(ReceiptError::WrongQueue { presented_to: queue.name.clone() });
+        }
+        if !self.verify(&queue.engine.key) {
+            return Err(ReceiptError::Forged);
+        }
+        Ok(())
     }
 }
 

@@ -174,7 +174,7 @@ fn long_work_under_a_lease_keeper_is_healthy() {
     let keeper = LeaseKeeper::manual(LeasePolicy::default()).unwrap();
     for _ in 0..25 {
         q.send("35 s of work").unwrap();
-        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0));
+        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0)).unwrap();
         for _ in 0..35 {
             clock.advance(STEP);
             keeper.tick(q.now());

@@ -52,7 +52,7 @@ fn a_worker_blocking_its_thread_for_three_timeouts_keeps_its_lease_with_the_keep
         let q = queue();
         q.send(&b"long job"[..]).unwrap();
         let keeper = LeaseKeeper::spawn(policy()).unwrap();
-        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0));
+        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0)).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let other = competitor(&q, stop.clone());
         let worker = thread::spawn(move || {
@@ -97,7 +97,7 @@ fn a_worker_that_stops_making_progress_loses_its_lease_and_the_message_comes_bac
     q.send(&b"job that hangs"[..]).unwrap();
     let heartbeat = Duration::from_millis(150);
     let keeper = LeaseKeeper::spawn(LeasePolicy { heartbeat: Some(heartbeat), ..policy() }).unwrap();
-    let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0));
+    let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0)).unwrap();
     let signal = guard.loss_signal();
     let stop = Arc::new(AtomicBool::new(false));
     let other = competitor(&q, stop.clone());
@@ -150,7 +150,7 @@ fn a_refused_renewal_is_reported_through_the_guard_before_the_next_effect() {
     let keeper = LeaseKeeper::spawn(policy()).unwrap();
     let d = q.receive(1).unwrap().remove(0);
     let receipt = d.receipt;
-    let guard = keeper.keep(&q, d);
+    let guard = keeper.keep(&q, d).unwrap();
     let effects = Arc::new(AtomicU64::new(0));
     let effects_at_loss = Arc::new(AtomicU64::new(u64::MAX));
     {

@@ -131,6 +131,97 @@ fn graceful_shutdown_releases_unfinished_work_for_another_consumer_at_once() {
 }
 
 #[test]
+fn permanent_without_a_dead_letter_queue_waits_a_lease_instead_of_spinning() {
+    let engine = Engine::new();
+    // No dead-letter queue and the default `Backoff::None`.
+    let q = engine
+        .create_queue("no-dlq", QueueConfig { visibility_timeout: Duration::from_secs(30), ..QueueConfig::default() })
+        .unwrap();
+    let id = q.send(&b"can never succeed"[..]).unwrap();
+    let pool = consumer::run(&q, 2, |_| Err(HandlerError::permanent("cannot parse"))).unwrap();
+    wait_until("the answer applied", Duration::from_secs(10), || pool.stats().permanent_released == 1);
+    thread::sleep(Duration::from_millis(300));
+    let s = pool.stats();
+    // Before: released with no delay and handled again at once, hundreds of
+    // thousands of times a second.
+    assert_eq!((s.handled, s.permanent_released, s.retried, s.dead_lettered), (1, 1, 0, 0), "{s:?}");
+    let stats = q.stats();
+    assert_eq!((stats.delayed, stats.ready, stats.in_flight), (1, 0, 0), "held back, not dropped: {stats:?}");
+    let report = pool.shutdown(Duration::from_secs(5));
+    assert!(report.clean, "{report:?}");
+    // Still on the queue: receivable once the delay (one visibility timeout) passes.
+    assert!(q.receive(1).unwrap().is_empty());
+    assert_eq!(q.purge().unwrap(), 1);
+    let _ = id;
+}
+
+#[test]
+fn per_worker_state_is_built_once_per_worker() {
+    let (_engine, q) = queues(Duration::from_secs(5));
+    for _ in 0..20 {
+        q.send(&b"job"[..]).unwrap();
+    }
+    let built = Arc::new(AtomicU32::new(0));
+    let count = built.clone();
+    let pool = Pool::builder(&q)
+        .workers(3)
+        .start_with_state(
+            move |worker| {
+                count.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, std::io::Error>((worker, 0u32))
+            },
+            |(_, handled), _guard| {
+                *handled += 1;
+                Ok(())
+            },
+        )
+        .unwrap();
+    assert!(pool.wait_drained(Duration::from_secs(20)), "{:?}", q.stats());
+    assert_eq!(pool.stats().acked, 20, "the counters are final once drained: {:?}", pool.stats());
+    let report = pool.shutdown(Duration::from_secs(5));
+    assert!(report.clean);
+    assert_eq!(built.load(Ordering::SeqCst), 3, "one state per worker, not per message");
+
+    let refused = Pool::builder(&q)
+        .workers(2)
+        .start_with_state(|worker| if worker == 1 { Err("database unreachable") } else { Ok(()) }, |(), _guard| Ok(()))
+        .unwrap_err();
+    assert_eq!(refused, PoolError::WorkerState { worker: 1, reason: "database unreachable".into() });
+}
+
+#[test]
+fn wait_drained_times_out_while_work_remains() {
+    let (_engine, q) = queues(Duration::from_secs(5));
+    q.send(&b"slow"[..]).unwrap();
+    let pool = consumer::run(&q, 1, |_| {
+        thread::sleep(Duration::from_millis(400));
+        Ok(())
+    })
+    .unwrap();
+    assert!(!pool.wait_drained(Duration::from_millis(100)), "the handler is still running");
+    assert!(pool.wait_drained(Duration::from_secs(10)));
+    assert_eq!(pool.shutdown(Duration::from_secs(1)).stats.acked, 1);
+}
+
+#[test]
+fn question_mark_in_a_handler_keeps_the_error_and_picks_retry_or_permanent() {
+    use std::error::Error as _;
+    fn parse(payload: &[u8]) -> Result<u32, HandlerError> {
+        Ok(std::str::from_utf8(payload)?.parse::<u32>()?)
+    }
+    let e = parse(b"not a number").unwrap_err();
+    assert!(e.is_permanent(), "{e}");
+    assert!(e.source().unwrap().downcast_ref::<std::num::ParseIntError>().is_some());
+    let e = parse(&[0xff]).unwrap_err();
+    assert!(e.is_permanent() && e.error().is::<std::str::Utf8Error>(), "{e}");
+    let io = || -> Result<(), HandlerError> { Err(std::io::Error::other("backend busy"))? };
+    let e = io().unwrap_err();
+    assert!(!e.is_permanent());
+    assert_eq!(e.to_string(), "transient failure, will retry: backend busy");
+    assert_eq!(parse(b"42").unwrap(), 42);
+}
+
+#[test]
 fn bad_pool_settings_are_typed_errors() {
     let (_engine, q) = queues(Duration::from_secs(1));
     let handler = |_: &consumer::LeaseGuard| Ok(());

@@ -19,7 +19,7 @@ use crate::consumer::cell::{LeaseCell, Status};
 use crate::consumer::guard::LeaseGuard;
 use crate::consumer::policy::{Decision, LeasePolicy, LeaseState, LossReason, PolicyError};
 use crate::delivery::Delivery;
-use crate::error::LeaseError;
+use crate::error::{LeaseError, ReceiptError};
 use crate::queue::Queue;
 use crate::sync::{Arc, AtomicBool, Mutex, OnceLock, Ordering, Weak, lock};
 
@@ -56,7 +56,7 @@ impl Drop for KeeperInner {
 /// let q = engine.create_queue("jobs", QueueConfig { visibility_timeout: Duration::from_secs(10), ..Default::default() })?;
 /// q.send(&b"job"[..])?;
 /// let keeper = LeaseKeeper::manual(LeasePolicy::default())?;
-/// let guard = keeper.keep(&q, q.receive(1)?.remove(0));
+/// let guard = keeper.keep(&q, q.receive(1)?.remove(0))?;
 /// for _ in 0..6 {                       // a minute of work, renewed every 5 s
 ///     clock.advance(Duration::from_secs(5));
 ///     keeper.tick(q.now());
@@ -77,6 +77,36 @@ impl fmt::Debug for LeaseKeeper {
             .field("leases", &self.len())
             .field("thread", &self.inner.thread.get().is_some())
             .finish()
+    }
+}
+
+/// [`LeaseKeeper::keep`] refused a delivery: its receipt was not issued by
+/// the queue it was handed in with. The delivery is handed back (its lease on
+/// the queue that issued it is untouched).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeepRefused {
+    /// Why the receipt does not belong to the queue.
+    pub reason: ReceiptError,
+    /// The delivery, handed back.
+    pub delivery: Box<Delivery>,
+}
+
+impl KeepRefused {
+    /// The delivery that was not kept.
+    pub fn into_delivery(self) -> Delivery {
+        *self.delivery
+    }
+}
+
+impl fmt::Display for KeepRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the lease keeper refused message {}: {}", self.delivery.id, self.reason)
+    }
+}
+
+impl std::error::Error for KeepRefused {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.reason)
     }
 }
 
@@ -146,7 +176,17 @@ impl LeaseKeeper {
 
     /// Starts keeping the lease of `delivery` (received from `queue`); the
     /// worker holds the returned guard while working and finishes through it.
-    pub fn keep(&self, queue: &Queue, delivery: Delivery) -> LeaseGuard {
+    ///
+    /// # Errors
+    ///
+    /// [`KeepRefused`] (which hands the delivery back) when `delivery`'s
+    /// receipt was not issued by `queue`: another queue's, another engine's,
+    /// or altered. Keeping it would renew nothing and report the lease as held
+    /// until the first call on it failed.
+    pub fn keep(&self, queue: &Queue, delivery: Delivery) -> Result<LeaseGuard, KeepRefused> {
+        if let Err(reason) = delivery.receipt.issued_by(&queue.core) {
+            return Err(KeepRefused { reason, delivery: Box::new(delivery) });
+        }
         let config = queue.config();
         let state = LeaseState::from_delivery(&delivery, config.max_visibility, config.max_lease);
         let cell = Arc::new(LeaseCell::new(queue.clone(), delivery.receipt, state));
@@ -155,7 +195,7 @@ impl LeaseKeeper {
             // The new lease may fall due before the thread's current sleep ends.
             thread.unpark();
         }
-        LeaseGuard::new(delivery, cell, self.inner.clone())
+        Ok(LeaseGuard::new(delivery, cell, self.inner.clone()))
     }
 
     /// Applies the policy to every kept lease at `now` (the engine clock's
@@ -332,7 +372,7 @@ mod tests {
     fn renewal_keeps_a_long_job_leased() {
         let (clock, q) = setup();
         let keeper = LeaseKeeper::manual(policy()).unwrap();
-        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0));
+        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0)).unwrap();
         run_for(&clock, &keeper, &q, VIS * 3, Duration::from_secs(1));
         assert!(guard.is_held(), "{:?}", guard.status());
         assert!(q.receive(1).unwrap().is_empty(), "nobody else may receive a kept message");
@@ -348,7 +388,7 @@ mod tests {
         // How a simulator drives the keeper: jump the clock to `next_due`, tick.
         let (clock, q) = setup();
         let keeper = LeaseKeeper::manual(LeasePolicy { max_total: Some(Duration::from_secs(32)), ..policy() }).unwrap();
-        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0));
+        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0)).unwrap();
         let first = keeper.tick(q.now());
         assert_eq!(first, Tick { renewed: 0, stopped: 0, lost: 0, kept: 1, next_due: Some(Nanos(5_000_000_000)) });
         let mut renewals_at = Vec::new();
@@ -374,7 +414,7 @@ mod tests {
     fn without_ticks_the_lease_is_lost_at_the_deadline() {
         let (clock, q) = setup();
         let keeper = LeaseKeeper::manual(policy()).unwrap();
-        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0));
+        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0)).unwrap();
         clock.advance(VIS);
         assert_eq!(guard.lost(), Some(LossReason::Expired));
         assert!(guard.check().is_err());
@@ -386,7 +426,7 @@ mod tests {
         let (clock, q) = setup();
         let heartbeat = Duration::from_secs(8);
         let keeper = LeaseKeeper::manual(LeasePolicy { heartbeat: Some(heartbeat), ..policy() }).unwrap();
-        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0));
+        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0)).unwrap();
         // Progress every 2 s for 20 s: renewed throughout.
         for _ in 0..10 {
             clock.advance(Duration::from_secs(2));
@@ -417,7 +457,7 @@ mod tests {
         let keeper = LeaseKeeper::manual(policy()).unwrap();
         let d = q.receive(1).unwrap().remove(0);
         let receipt = d.receipt;
-        let guard = keeper.keep(&q, d);
+        let guard = keeper.keep(&q, d).unwrap();
         let fired = Arc::new(AtomicU32::new(0));
         let seen = fired.clone();
         guard.on_lost(move |reason| {
@@ -447,7 +487,7 @@ mod tests {
         let (clock, q) = setup();
         let cap = Duration::from_secs(25);
         let keeper = LeaseKeeper::manual(LeasePolicy { max_total: Some(cap), ..policy() }).unwrap();
-        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0));
+        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0)).unwrap();
         run_for(&clock, &keeper, &q, Duration::from_secs(24), Duration::from_secs(1));
         assert_eq!(
             guard.status(),
@@ -462,7 +502,7 @@ mod tests {
     fn renewal_limit() {
         let (clock, q) = setup();
         let keeper = LeaseKeeper::manual(LeasePolicy { max_renewals: Some(2), ..policy() }).unwrap();
-        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0));
+        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0)).unwrap();
         run_for(&clock, &keeper, &q, Duration::from_secs(30), Duration::from_secs(1));
         assert_eq!(guard.lost(), Some(LossReason::RenewalLimit { renewals: 2 }));
         assert_eq!(q.stats().extensions, 2);
@@ -472,10 +512,10 @@ mod tests {
     fn dropping_a_guard_releases_or_lets_expire() {
         let (clock, q) = setup();
         let keeper = LeaseKeeper::manual(policy()).unwrap();
-        drop(keeper.keep(&q, q.receive(1).unwrap().remove(0)));
+        drop(keeper.keep(&q, q.receive(1).unwrap().remove(0)).unwrap());
         let again = q.receive(1).unwrap().remove(0);
         assert_eq!(again.delivery_count, 2, "released at once");
-        let mut guard = keeper.keep(&q, again);
+        let mut guard = keeper.keep(&q, again).unwrap();
         guard.set_drop_action(DropAction::LetExpire);
         drop(guard);
         keeper.tick(q.now());
@@ -490,7 +530,7 @@ mod tests {
         let (_clock, q) = setup();
         q.send(&b"second"[..]).unwrap();
         let keeper = LeaseKeeper::manual(policy()).unwrap();
-        let guards: Vec<_> = q.receive(2).unwrap().into_iter().map(|d| keeper.keep(&q, d)).collect();
+        let guards: Vec<_> = q.receive(2).unwrap().into_iter().map(|d| keeper.keep(&q, d).unwrap()).collect();
         assert_eq!(keeper.release_all(), 2);
         for g in &guards {
             assert_eq!(g.lost(), Some(LossReason::ReleasedByKeeper));
@@ -499,6 +539,35 @@ mod tests {
         for g in guards {
             assert_eq!(g.ack(), Err(LeaseError::Stale));
         }
+    }
+
+    #[test]
+    fn a_delivery_handed_in_with_another_queue_is_refused_and_handed_back() {
+        let clock = ManualClock::new();
+        let engine = Engine::builder().clock(clock.clone()).build();
+        let q = engine.create_queue("jobs", QueueConfig { visibility_timeout: VIS, ..QueueConfig::default() }).unwrap();
+        let sibling = engine.create_queue("other", QueueConfig::default()).unwrap();
+        let foreign =
+            Engine::builder().clock(clock.clone()).build().create_queue("jobs", QueueConfig::default()).unwrap();
+        q.send(&b"job"[..]).unwrap();
+        let d = q.receive(1).unwrap().remove(0);
+        let keeper = LeaseKeeper::manual(policy()).unwrap();
+
+        let refused = keeper.keep(&sibling, d.clone()).unwrap_err();
+        assert_eq!(refused.reason, ReceiptError::WrongQueue { presented_to: "other".into() });
+        assert!(refused.to_string().contains("another queue"), "{refused}");
+        let refused = keeper.keep(&foreign, d.clone()).unwrap_err();
+        assert_eq!(refused.reason, ReceiptError::WrongEngine);
+        assert!(keeper.is_empty(), "nothing kept");
+
+        // The delivery comes back whole and its lease on `q` is untouched.
+        let back = refused.into_delivery();
+        assert_eq!(back, d);
+        let guard = keeper.keep(&q, back).unwrap();
+        clock.advance(VIS / 2);
+        assert_eq!(keeper.tick(q.now()).renewed, 1);
+        assert!(guard.is_held());
+        guard.ack().unwrap();
     }
 
     #[test]

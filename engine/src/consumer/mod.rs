@@ -31,6 +31,6 @@ mod pool;
 pub use cell::LeaseStatus;
 pub use diagnose::{Diagnosis, PoisonMessage, TimeoutEvidence, Verdict};
 pub use guard::{LeaseGuard, LeaseLost, LossSignal};
-pub use keeper::{LeaseKeeper, Tick};
+pub use keeper::{KeepRefused, LeaseKeeper, Tick};
 pub use policy::{Decision, DropAction, LeasePolicy, LeaseState, LossReason, PolicyError};
-pub use pool::{HandlerError, MAX_WORKERS, Pool, PoolBuilder, PoolError, PoolStats, ShutdownReport, run};
+pub use pool::{BoxError, HandlerError, MAX_WORKERS, Pool, PoolBuilder, PoolError, PoolStats, ShutdownReport, run};

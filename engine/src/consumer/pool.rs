@@ -5,11 +5,15 @@
 //! Invariant: every delivery a worker receives is finished exactly once by
 //! the pool — acked on `Ok`, released with the queue's backoff on
 //! `HandlerError::Retry` or a panic, dead-lettered on
-//! `HandlerError::Permanent` — or, at shutdown past the deadline, released at
-//! once by the keeper, so no message waits out its timeout because the pool
-//! stopped. A worker holds at most one lease at a time (it receives only when
+//! `HandlerError::Permanent` (on a queue without a dead-letter queue:
+//! released for no less than a visibility timeout, see
+//! [`HandlerError::Permanent`]) — or, at shutdown past the timeout, released
+//! at once by the keeper, so no message waits out its timeout because the
+//! pool stopped, and no answer makes a worker spin on one message. A worker holds at most one lease at a time (it receives only when
 //! idle), so the pool never sits on messages it is not working on.
 
+use std::convert::Infallible;
+use std::error::Error as StdError;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::thread::JoinHandle;
@@ -23,26 +27,58 @@ use crate::error::Error;
 use crate::queue::Queue;
 use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
 
-/// Why a handler did not finish its delivery.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The error a handler answers with: boxed, so any error type fits.
+pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// Why a handler did not finish its delivery. Keeps the handler's own error
+/// as its [`source`](std::error::Error::source).
+///
+/// `?` works inside a handler for the errors converted here: transient ones
+/// (`std::io::Error`, [`LeaseLost`], [`LeaseError`](crate::LeaseError),
+/// [`leaseq::Error`](crate::Error)) become `Retry`; a payload that cannot be
+/// decoded (`Utf8Error`, `FromUtf8Error`, `ParseIntError`, `ParseFloatError`,
+/// `ParseBoolError`) never will be, and becomes `Permanent`. Any other error:
+/// `.map_err(HandlerError::retry)?` or `.map_err(HandlerError::permanent)?`.
+#[derive(Debug)]
+#[non_exhaustive]
 pub enum HandlerError {
     /// A transient failure: release the message with the queue's backoff and
     /// let it be retried (up to the queue's `max_receives`).
-    Retry(String),
+    Retry(BoxError),
     /// A permanent failure (the message can never succeed): move it to the
-    /// dead-letter queue now, with this reason.
-    Permanent(String),
+    /// dead-letter queue now, with this error's text as the reason.
+    ///
+    /// On a queue without a dead-letter queue there is nowhere to move it,
+    /// and the pool never drops a message: it releases it for the queue's
+    /// backoff or the pool's visibility timeout, whichever is longer (capped
+    /// by the queue's `max_delay`), and counts it in
+    /// [`PoolStats::permanent_released`]. So a permanent failure costs one
+    /// handler call per visibility timeout, never a spin. Give the queue a
+    /// dead-letter queue to have such messages set aside.
+    Permanent(BoxError),
 }
 
 impl HandlerError {
-    /// A transient failure from any error.
-    pub fn retry(error: impl fmt::Display) -> Self {
-        HandlerError::Retry(error.to_string())
+    /// A transient failure from any error (or a message: `&str`, `String`).
+    pub fn retry(error: impl Into<BoxError>) -> Self {
+        HandlerError::Retry(error.into())
     }
 
-    /// A permanent failure from any error.
-    pub fn permanent(error: impl fmt::Display) -> Self {
-        HandlerError::Permanent(error.to_string())
+    /// A permanent failure from any error (or a message: `&str`, `String`).
+    pub fn permanent(error: impl Into<BoxError>) -> Self {
+        HandlerError::Permanent(error.into())
+    }
+
+    /// Whether this is a permanent failure.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, HandlerError::Permanent(_))
+    }
+
+    /// The handler's own error.
+    pub fn error(&self) -> &(dyn StdError + Send + Sync + 'static) {
+        match self {
+            HandlerError::Retry(e) | HandlerError::Permanent(e) => e.as_ref(),
+        }
     }
 }
 
@@ -55,19 +91,46 @@ impl fmt::Display for HandlerError {
     }
 }
 
-impl std::error::Error for HandlerError {}
+impl StdError for HandlerError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            HandlerError::Retry(e) | HandlerError::Permanent(e) => Some(e.as_ref()),
+        }
+    }
+}
+
+/// `From` impls for errors whose kind (transient or permanent) is clear.
+macro_rules! handler_error_from {
+    ($variant:ident: $($error:ty),+ $(,)?) => {$(
+        impl From<$error> for HandlerError {
+            fn from(error: $error) -> Self {
+                HandlerError::$variant(Box::new(error))
+            }
+        }
+    )+};
+}
+
+handler_error_from!(Retry: std::io::Error, crate::error::LeaseError, crate::error::Error);
+handler_error_from!(
+    Permanent: std::str::Utf8Error,
+    std::string::FromUtf8Error,
+    std::num::ParseIntError,
+    std::num::ParseFloatError,
+    std::str::ParseBoolError,
+);
 
 /// A lost lease ends the handler as a transient failure: `guard.check()?`
 /// stops before the next effect; the pool's release is then refused (the
 /// message is already back on the queue or with another consumer).
 impl From<LeaseLost> for HandlerError {
     fn from(lost: LeaseLost) -> Self {
-        HandlerError::Retry(lost.to_string())
+        HandlerError::Retry(Box::new(lost))
     }
 }
 
 /// Why a pool could not start.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PoolError {
     /// The lease policy is invalid.
     InvalidPolicy(PolicyError),
@@ -79,6 +142,14 @@ pub enum PoolError {
     /// The receive options are invalid for this queue (visibility above its
     /// `max_visibility`).
     InvalidReceive(Error),
+    /// The per-worker state factory of [`PoolBuilder::start_with_state`]
+    /// failed for this worker; no worker was started.
+    WorkerState {
+        /// The worker (0-based) whose state could not be built.
+        worker: usize,
+        /// The factory's error, as text.
+        reason: String,
+    },
 }
 
 impl fmt::Display for PoolError {
@@ -89,17 +160,29 @@ impl fmt::Display for PoolError {
                 write!(f, "a pool needs 1..=1024 workers, not {requested}")
             }
             PoolError::InvalidReceive(e) => write!(f, "invalid receive options: {e}"),
+            PoolError::WorkerState { worker, reason } => {
+                write!(f, "could not build the state of worker {worker}: {reason}; no worker was started")
+            }
         }
     }
 }
 
-impl std::error::Error for PoolError {}
+impl StdError for PoolError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            PoolError::InvalidPolicy(e) => Some(e),
+            PoolError::InvalidReceive(e) => Some(e),
+            PoolError::InvalidWorkers { .. } | PoolError::WorkerState { .. } => None,
+        }
+    }
+}
 
 /// Most workers one pool may start.
 pub const MAX_WORKERS: usize = 1024;
 
 /// What a pool's workers did, so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct PoolStats {
     /// Deliveries handed to the handler.
     pub handled: u64,
@@ -112,6 +195,9 @@ pub struct PoolStats {
     pub retried: u64,
     /// Dead-lettered (`Permanent`).
     pub dead_lettered: u64,
+    /// `Permanent` on a queue without a dead-letter queue: released for at
+    /// least a visibility timeout instead (see [`HandlerError::Permanent`]).
+    pub permanent_released: u64,
     /// Handler panics (counted in `retried` too).
     pub panicked: u64,
     /// Received after shutdown began and released at once, unhandled.
@@ -125,6 +211,7 @@ struct Counters {
     ack_refused: AtomicU64,
     retried: AtomicU64,
     dead_lettered: AtomicU64,
+    permanent_released: AtomicU64,
     panicked: AtomicU64,
     returned_unhandled: AtomicU64,
     /// Workers inside a handler now (a gauge).
@@ -146,6 +233,7 @@ impl Counters {
             ack_refused: get(&self.ack_refused),
             retried: get(&self.retried),
             dead_lettered: get(&self.dead_lettered),
+            permanent_released: get(&self.permanent_released),
             panicked: get(&self.panicked),
             returned_unhandled: get(&self.returned_unhandled),
         }
@@ -154,6 +242,7 @@ impl Counters {
 
 /// Builds and starts a worker pool on one queue.
 #[derive(Debug, Clone)]
+#[must_use = "a PoolBuilder does nothing until `start` is called"]
 pub struct PoolBuilder {
     queue: Queue,
     workers: usize,
@@ -164,6 +253,13 @@ pub struct PoolBuilder {
 
 /// Starts a pool of `workers` threads running `handler` on `queue`'s
 /// messages, with the default lease policy. See [`PoolBuilder`] for options.
+///
+/// Keep the returned [`Pool`] for as long as it should run: dropping it stops
+/// the workers.
+///
+/// # Errors
+///
+/// [`PoolError::InvalidWorkers`] unless `workers` is in `1..=MAX_WORKERS`.
 pub fn run<H>(queue: &Queue, workers: usize, handler: H) -> Result<Pool, PoolError>
 where
     H: Fn(&LeaseGuard) -> Result<(), HandlerError> + Send + Sync + 'static,
@@ -198,9 +294,55 @@ impl PoolBuilder {
     }
 
     /// Starts the workers and the pool's lease keeper.
+    ///
+    /// # Errors
+    ///
+    /// [`PoolError::InvalidWorkers`] unless the worker count is in
+    /// `1..=MAX_WORKERS`, [`PoolError::InvalidPolicy`] for a lease policy
+    /// `LeasePolicy::validate` refuses, [`PoolError::InvalidReceive`] for a
+    /// visibility above the queue's `max_visibility`. Nothing is received
+    /// from the queue when it fails.
     pub fn start<H>(self, handler: H) -> Result<Pool, PoolError>
     where
         H: Fn(&LeaseGuard) -> Result<(), HandlerError> + Send + Sync + 'static,
+    {
+        self.start_with_state(|_| Ok::<(), Infallible>(()), move |(): &mut (), guard| handler(guard))
+    }
+
+    /// Like [`start`](Self::start), with per-worker state: `state(n)` builds
+    /// worker `n`'s state once, before any worker starts (a database
+    /// connection, a buffer, a client), and the handler gets it mutably
+    /// with each delivery, so a handler need not open a connection per
+    /// message or share one behind a lock.
+    ///
+    /// ```
+    /// use leaseq::{Engine, QueueConfig};
+    /// use leaseq::consumer::Pool;
+    ///
+    /// let engine = Engine::new();
+    /// let q = engine.create_queue("jobs", QueueConfig::default())?;
+    /// let pool = Pool::builder(&q).workers(2).start_with_state(
+    ///     |worker| Ok::<_, std::io::Error>(Vec::<u8>::with_capacity(1024 + worker)),
+    ///     |buffer, guard| {
+    ///         buffer.clear();
+    ///         buffer.extend_from_slice(guard.payload());
+    ///         Ok(())
+    ///     },
+    /// )?;
+    /// pool.shutdown(std::time::Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start), and [`PoolError::WorkerState`] if
+    /// `state` fails for a worker (then no worker is started).
+    pub fn start_with_state<S, E, F, H>(self, state: F, handler: H) -> Result<Pool, PoolError>
+    where
+        S: Send + 'static,
+        E: fmt::Display,
+        F: FnMut(usize) -> Result<S, E>,
+        H: Fn(&mut S, &LeaseGuard) -> Result<(), HandlerError> + Send + Sync + 'static,
     {
         if self.workers == 0 || self.workers > MAX_WORKERS {
             return Err(PoolError::InvalidWorkers { requested: self.workers });
@@ -211,25 +353,34 @@ impl PoolBuilder {
                 return Err(PoolError::InvalidReceive(Error::VisibilityTooLong { requested: v, max }));
             }
         }
+        self.policy.validate().map_err(PoolError::InvalidPolicy)?;
+        let mut state = state;
+        let states = (0..self.workers)
+            .map(|worker| state(worker).map_err(|e| PoolError::WorkerState { worker, reason: e.to_string() }))
+            .collect::<Result<Vec<S>, PoolError>>()?;
         let keeper = LeaseKeeper::spawn(self.policy).map_err(PoolError::InvalidPolicy)?;
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
         let handler = Arc::new(handler);
+        let visibility = self.visibility.unwrap_or(self.queue.config().visibility_timeout);
         let options = ReceiveOptions { visibility: self.visibility, wait: Some(self.poll_wait) };
-        let threads = (0..self.workers)
-            .map(|n| {
+        let threads = states
+            .into_iter()
+            .enumerate()
+            .map(|(n, mut state)| {
                 let worker = Worker {
                     queue: self.queue.clone(),
                     keeper: keeper.clone(),
                     stop: stop.clone(),
                     counters: counters.clone(),
                     options,
+                    visibility,
                 };
                 let handler = handler.clone();
                 // Plain std threads: a pool runs on a real clock.
                 std::thread::Builder::new()
                     .name(format!("leaseq-worker-{n}"))
-                    .spawn(move || worker.run(&*handler))
+                    .spawn(move || worker.run(&mut state, &*handler))
                     .expect("the OS refused to start a leaseq worker thread")
             })
             .collect();
@@ -243,6 +394,8 @@ struct Worker {
     stop: Arc<AtomicBool>,
     counters: Arc<Counters>,
     options: ReceiveOptions,
+    /// The lease of each receive (the options' or the queue's default).
+    visibility: Duration,
 }
 
 impl Worker {
@@ -251,9 +404,9 @@ impl Worker {
         self.stop.load(Ordering::Acquire)
     }
 
-    fn run<H>(&self, handler: &H)
+    fn run<S, H>(&self, state: &mut S, handler: &H)
     where
-        H: Fn(&LeaseGuard) -> Result<(), HandlerError>,
+        H: Fn(&mut S, &LeaseGuard) -> Result<(), HandlerError>,
     {
         while !self.stopping() {
             let deliveries = match self.queue.receive_with(1, self.options) {
@@ -266,37 +419,41 @@ impl Worker {
                 }
             };
             for delivery in deliveries {
-                let guard = self.keeper.keep(&self.queue, delivery);
+                // Received from this very queue, so the keeper cannot refuse it.
+                let Ok(guard) = self.keeper.keep(&self.queue, delivery) else {
+                    continue;
+                };
                 if self.stopping() {
                     // Received as shutdown began: hand it straight back.
                     Counters::bump(&self.counters.returned_unhandled);
                     let _ = guard.release(Duration::ZERO);
                     continue;
                 }
-                self.handle(guard, handler);
+                self.handle(guard, state, handler);
             }
         }
     }
 
-    fn handle<H>(&self, guard: LeaseGuard, handler: &H)
+    fn handle<S, H>(&self, guard: LeaseGuard, state: &mut S, handler: &H)
     where
-        H: Fn(&LeaseGuard) -> Result<(), HandlerError>,
+        H: Fn(&mut S, &LeaseGuard) -> Result<(), HandlerError>,
     {
         let c = &self.counters;
         Counters::bump(&c.handled);
-        // Relaxed: shutdown reads it as a hint of how many workers are still
-        // in a handler; it also waits on the threads themselves.
-        c.busy.fetch_add(1, Ordering::Relaxed);
-        self.finish_by_answer(guard, handler);
-        c.busy.fetch_sub(1, Ordering::Relaxed);
+        // SeqCst: `wait_drained` reads the gauge after the queue's counts and
+        // must not see it drop before this worker's outcome counter moved;
+        // shutdown reads it as a hint and also waits on the threads.
+        c.busy.fetch_add(1, Ordering::SeqCst);
+        self.finish_by_answer(guard, state, handler);
+        c.busy.fetch_sub(1, Ordering::SeqCst);
     }
 
-    fn finish_by_answer<H>(&self, guard: LeaseGuard, handler: &H)
+    fn finish_by_answer<S, H>(&self, guard: LeaseGuard, state: &mut S, handler: &H)
     where
-        H: Fn(&LeaseGuard) -> Result<(), HandlerError>,
+        H: Fn(&mut S, &LeaseGuard) -> Result<(), HandlerError>,
     {
         let c = &self.counters;
-        match catch_unwind(AssertUnwindSafe(|| handler(&guard))) {
+        match catch_unwind(AssertUnwindSafe(|| handler(state, &guard))) {
             Ok(Ok(())) => match guard.ack() {
                 Ok(()) => Counters::bump(&c.acked),
                 Err(_) => Counters::bump(&c.ack_refused),
@@ -310,11 +467,16 @@ impl Worker {
                     Counters::bump(&c.dead_lettered);
                     // If the dead-letter queue is full the message stays
                     // leased here, unrenewed: it comes back at its deadline.
-                    let _ = guard.dead_letter(&reason);
+                    let _ = guard.dead_letter(&reason.to_string());
                 } else {
-                    // Nowhere to put it: retry with backoff rather than drop it.
-                    Counters::bump(&c.retried);
-                    let _ = guard.release_with_backoff();
+                    // Nowhere to put it, and a pool never drops a message.
+                    // Releasing with the queue's backoff alone would spin
+                    // (`Backoff::None`, the default, is no delay): hold it
+                    // back for at least a lease, as a crashed worker would.
+                    Counters::bump(&c.permanent_released);
+                    let config = self.queue.config();
+                    let backoff = config.backoff.delay(guard.id(), guard.delivery().delivery_count);
+                    let _ = guard.release(backoff.max(self.visibility).min(config.max_delay));
                 }
             }
             Err(_panic) => {
@@ -331,6 +493,7 @@ impl Worker {
 ///
 /// A pool runs on a real clock: its workers long-poll in real time. Under a
 /// `ManualClock`, drive a [`LeaseKeeper::manual`] and the queue directly.
+#[must_use = "dropping a Pool stops its workers at once: keep it while it should run, then call `shutdown`"]
 pub struct Pool {
     queue: Queue,
     keeper: LeaseKeeper,
@@ -352,13 +515,14 @@ impl fmt::Debug for Pool {
 
 /// What [`Pool::shutdown`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ShutdownReport {
-    /// Every worker finished its in-flight work before the deadline.
+    /// Every worker finished its in-flight work within the timeout.
     pub clean: bool,
-    /// Leases still held at the deadline, released at once for other
+    /// Leases still held at the timeout, released at once for other
     /// consumers.
     pub released: usize,
-    /// Worker threads still running after the deadline (and a short grace
+    /// Worker threads still running after the timeout (and a short grace
     /// for handlers to notice their lost lease); they were detached.
     pub detached: usize,
     /// The pool's counters at the end.
@@ -387,16 +551,38 @@ impl Pool {
         &self.keeper
     }
 
-    /// Stops receiving, lets in-flight handlers finish for up to `deadline`,
+    /// Waits up to `timeout` (real time) until the queue is drained (nothing
+    /// ready, delayed or in flight) and no worker is inside a handler;
+    /// whether it was. Use it instead of polling `stats()`, for a batch job
+    /// that ends when its queue is empty. A message some other consumer
+    /// holds counts as in flight.
+    pub fn wait_drained(&self, timeout: Duration) -> bool {
+        let until = Instant::now() + timeout;
+        loop {
+            let s = self.queue.stats();
+            // Read after the queue's counts: a worker finishes its message
+            // before it leaves the handler gauge (SeqCst on both sides), so
+            // a drained queue and an idle gauge mean the counters are final.
+            if s.ready + s.delayed + s.in_flight == 0 && self.counters.busy.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Stops receiving, lets in-flight handlers finish for up to `timeout`,
     /// then (after idle workers end their last poll, up to the poll wait)
     /// releases every lease still held (other consumers get those
     /// messages at once, not after their timeout; the handlers' guards report
     /// `LossReason::ReleasedByKeeper`), waits a short grace (up to 100 ms) for
     /// handlers to notice, and detaches any worker still running.
-    pub fn shutdown(mut self, deadline: Duration) -> ShutdownReport {
+    pub fn shutdown(mut self, timeout: Duration) -> ShutdownReport {
         // Release pairs with the Acquire in `Worker::stopping`.
         self.stop.store(true, Ordering::Release);
-        let clean = self.join_until(Instant::now() + deadline);
+        let clean = self.join_until(Instant::now() + timeout);
         let released = if clean {
             0
         } else {
