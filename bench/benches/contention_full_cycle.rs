@@ -1,6 +1,10 @@
 //! Two threads doing full cycles (send, receive, ack) on one queue, engine
 //! and baseline: `contention/full_cycle_2t/<engine|baseline>`; each iteration
 //! is 1000 cycles per thread.
+//!
+//! Timed: wall time from the barrier until both threads finished, so the
+//! engine's driver thread (filing timer entries off the callers' threads)
+//! competes for the same cores inside the measurement.
 
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};

@@ -1,5 +1,16 @@
 //! Single-thread micro-benchmarks of each lifecycle operation, engine and
 //! baseline side by side: ids `lifecycle/<operation>/<engine|baseline>`.
+//!
+//! What is and is not in the timed region: every call is timed on the
+//! calling thread, on both sides, and no clock is advanced (30 s leases, so
+//! no expiry falls inside a run). One asymmetry is the engine's design, not
+//! the harness's: a receive queues its lease's timer entry in a lock-free
+//! inbox that the engine's driver thread files into the timing wheel (and
+//! sweeps once the lease ended) off the caller's thread, while the baseline
+//! pushes onto its heap inside the receive. These figures are therefore the
+//! caller's latency, not total CPU per operation; the load generator's
+//! throughput rows (`cargo run --release -p leaseq-bench -- run`) include the
+//! driver's share, since it competes for the same cores.
 
 use std::time::Duration;
 

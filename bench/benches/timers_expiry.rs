@@ -1,7 +1,13 @@
 //! Single-thread cost of expiry firing per message, engine and baseline:
 //! `timers/expire_<n>/<engine|baseline>` times the firing of `n` leases due at
-//! one deadline (`ManualClock`; the receive that applies them is timed), and
-//! reports per-message throughput.
+//! one deadline (`ManualClock`), and reports per-message throughput.
+//!
+//! The timed region is the clock's advance past the deadline plus one
+//! `receive(1)`, on both sides: the engine applies due timers as its clock
+//! moves (inside `advance`), the baseline in its next receive, so timing the
+//! receive alone would leave the engine's whole expiry work outside the
+//! measurement (it once reported 2.19 µs for 100,000 expiries, 22 ps each).
+//! The load generator's expiry scenario times the same region.
 
 use std::time::{Duration, Instant};
 
@@ -43,10 +49,11 @@ fn expire<S: Subject>(c: &mut Criterion, n: usize) {
             let mut total = Duration::ZERO;
             for _ in 0..iterations {
                 let (clock, q) = fill::<S>(n);
-                clock.advance(LEASE);
                 let started = Instant::now();
+                clock.advance(LEASE);
                 let got = q.receive(1);
                 total += started.elapsed();
+                assert_eq!(got.len(), 1, "the expired leases are ready again");
                 drop(got);
             }
             total
