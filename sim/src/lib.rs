@@ -13,6 +13,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod chart;
+pub mod cli;
 mod report;
 mod rng;
 mod scenario;
@@ -24,4 +25,4 @@ pub use report::{Report, Summary};
 pub use rng::{Durations, Rng};
 pub use scenario::{Policy, Scenario};
 pub use simulation::simulate;
-pub use sweep::{SweepOutput, renewing_policy, sweep};
+pub use sweep::{DUPLICATE_TOLERANCE, Recommendation, SweepOutput, renewing_policy, sweep};

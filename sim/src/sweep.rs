@@ -4,6 +4,7 @@
 //! workload and seed, differing only in the policy, so the curves are
 //! comparable.
 
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use leaseq::consumer::LeasePolicy;
@@ -50,6 +51,105 @@ pub struct SweepOutput {
     pub charts: Vec<(String, String)>,
 }
 
+/// How many duplicate executions more than the fewest a run may have and
+/// still count as "fewest" for the recommendation: runs within this many
+/// (or 1% of the fewest, if more) are told apart by their crash stall.
+pub const DUPLICATE_TOLERANCE: u64 = 2;
+
+/// The sweep's advice: which run to start from, and the best one without
+/// renewal for callers that cannot run a lease keeper.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recommendation {
+    /// Index in `SweepOutput::reports` of the recommended run.
+    pub best: usize,
+    /// Index of the best fixed-timeout run, by the same rule.
+    pub best_fixed: Option<usize>,
+}
+
+impl SweepOutput {
+    /// The printed summary: a header line, then one line per run, in the
+    /// order of `reports`. Deterministic (no wall time), so the docs can
+    /// quote it.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "{:<9} {:>7}  {:>10}  {:>6}  {:>16}  {:>11}  {:>11}  {}\n",
+            "policy", "timeout", "duplicates", "wasted", "crash stall p50", "e2e p99", "dlq healthy", "unfinished"
+        );
+        for r in &self.reports {
+            let _ = writeln!(
+                out,
+                "{:<9} {:>6.0}s  {:>10}  {:>5.1}%  {:>15.1}s  {:>10.1}s  {:>11}  {}",
+                r.policy_kind,
+                r.timeout_secs,
+                r.duplicate_executions,
+                wasted_percent(r),
+                r.recovery.p50,
+                r.end_to_end.p99,
+                r.dead_lettered_healthy,
+                r.unfinished
+            );
+        }
+        out
+    }
+
+    /// The recommendation, `None` for an empty sweep. The rule: among runs
+    /// that dead-lettered no healthy message (all runs if none qualifies),
+    /// take those with the fewest duplicate executions (within
+    /// [`DUPLICATE_TOLERANCE`] or 1%), then the shortest crash stall (p50),
+    /// then the shorter timeout.
+    pub fn recommendation(&self) -> Option<Recommendation> {
+        let all: Vec<usize> = (0..self.reports.len()).collect();
+        let best = pick(&self.reports, &all)?;
+        let fixed: Vec<usize> = all.iter().copied().filter(|&i| self.reports[i].policy_kind == "fixed").collect();
+        Some(Recommendation { best, best_fixed: pick(&self.reports, &fixed) })
+    }
+
+    /// The recommendation as sentences (empty for an empty sweep).
+    pub fn recommendation_text(&self) -> String {
+        let Some(rec) = self.recommendation() else {
+            return String::new();
+        };
+        let describe = |r: &Report| {
+            format!(
+                "{}: {} duplicate executions, {:.1}% of worker time wasted, crash stall p50 {:.1} s",
+                if r.policy_kind == "renewing" {
+                    format!("a {:.0} s timeout renewed by a lease keeper", r.timeout_secs)
+                } else {
+                    format!("a fixed {:.0} s timeout", r.timeout_secs)
+                },
+                r.duplicate_executions,
+                wasted_percent(r),
+                r.recovery.p50
+            )
+        };
+        let best = &self.reports[rec.best];
+        let mut text = format!(
+            "recommendation: {} (fewest duplicates, within {DUPLICATE_TOLERANCE} or 1%, then the shortest crash stall)\n",
+            describe(best)
+        );
+        if let Some(fixed) = rec.best_fixed.filter(|&i| i != rec.best) {
+            let _ = writeln!(text, "without renewal: {}", describe(&self.reports[fixed]));
+        }
+        text
+    }
+}
+
+fn wasted_percent(r: &Report) -> f64 {
+    100.0 * r.wasted_worker_secs / r.busy_worker_secs.max(1e-9)
+}
+
+/// The recommendation rule over the runs at `candidates`.
+fn pick(reports: &[Report], candidates: &[usize]) -> Option<usize> {
+    let healthy: Vec<usize> = candidates.iter().copied().filter(|&i| reports[i].dead_lettered_healthy == 0).collect();
+    let pool = if healthy.is_empty() { candidates } else { &healthy[..] };
+    let fewest = pool.iter().map(|&i| reports[i].duplicate_executions).min()?;
+    let limit = fewest.saturating_add(DUPLICATE_TOLERANCE.max(fewest / 100));
+    pool.iter().copied().filter(|&i| reports[i].duplicate_executions <= limit).min_by(|&a, &b| {
+        let (a, b) = (&reports[a], &reports[b]);
+        a.recovery.p50.total_cmp(&b.recovery.p50).then(a.timeout_secs.total_cmp(&b.timeout_secs))
+    })
+}
+
 /// Runs `base` with a fixed timeout and with renewal for every timeout in
 /// `timeouts`.
 pub fn sweep(base: &Scenario, timeouts: &[Duration]) -> Result<SweepOutput, String> {
@@ -70,7 +170,7 @@ pub fn sweep(base: &Scenario, timeouts: &[Duration]) -> Result<SweepOutput, Stri
         label: label.to_string(),
         points: reports.iter().filter(|r| r.policy_kind == kind).map(|r| (r.timeout_secs, y(r))).collect(),
     };
-    let wasted = |r: &Report| 100.0 * r.wasted_worker_secs / r.busy_worker_secs.max(1e-9);
+    let wasted = |r: &Report| wasted_percent(r);
     let charts = vec![
         (
             "duplicates-vs-timeout".to_string(),
