@@ -33,6 +33,7 @@ pub enum Backoff {
 
 impl Backoff {
     /// The delay after the attempt numbered `delivery_count` (1-based) failed.
+    #[must_use]
     pub fn delay(&self, id: MessageId, delivery_count: u32) -> Duration {
         match *self {
             Backoff::None => Duration::ZERO,
@@ -65,6 +66,7 @@ impl Backoff {
     }
 
     /// The largest delay this policy can produce.
+    #[must_use]
     pub fn max_delay(&self) -> Duration {
         match *self {
             Backoff::None => Duration::ZERO,

@@ -18,16 +18,19 @@ pub struct Nanos(pub u64);
 
 impl Nanos {
     /// The later of `self + d`, saturating instead of overflowing.
+    #[must_use]
     pub fn saturating_add(self, d: Duration) -> Nanos {
         Nanos(self.0.saturating_add(duration_nanos(d)))
     }
 
     /// Time from `earlier` to `self`, zero if `earlier` is later.
+    #[must_use]
     pub fn saturating_since(self, earlier: Nanos) -> Duration {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
     /// The nanosecond count.
+    #[must_use]
     pub fn as_nanos(self) -> u64 {
         self.0
     }
@@ -93,6 +96,7 @@ pub struct SystemClock {
 impl SystemClock {
     /// A clock whose origin is now, on the time-stamp counter where that is
     /// safe.
+    #[must_use]
     pub fn new() -> Self {
         let counter = Tsc::get().map(|tsc| (tsc, tsc.ticks()));
         Self { origin: Instant::now(), counter }
@@ -101,11 +105,13 @@ impl SystemClock {
     /// A clock whose origin is now that always reads `Instant` (it follows
     /// `CLOCK_MONOTONIC`'s NTP slewing, which the counter's fixed calibration
     /// does not).
+    #[must_use]
     pub fn std() -> Self {
         Self { origin: Instant::now(), counter: None }
     }
 
     /// Whether this clock reads the time-stamp counter.
+    #[must_use]
     pub fn uses_counter(&self) -> bool {
         self.counter.is_some()
     }
@@ -170,6 +176,7 @@ impl Default for ManualClock {
 
 impl ManualClock {
     /// A clock standing at zero.
+    #[must_use]
     pub fn new() -> Self {
         Self { inner: Arc::new(ManualInner { now: AtomicU64::new(0), callbacks: Mutex::new(Vec::new()) }) }
     }

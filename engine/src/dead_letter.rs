@@ -42,6 +42,7 @@ pub struct AttemptRecord {
 
 impl AttemptRecord {
     /// How long the attempt held the message.
+    #[must_use]
     pub fn held_for(&self) -> Duration {
         self.ended_at.saturating_since(self.received_at)
     }

@@ -60,11 +60,13 @@ pub struct ReceiveOptions {
 
 impl ReceiveOptions {
     /// Wait up to `wait` for a message.
+    #[must_use]
     pub fn wait(wait: Duration) -> Self {
         ReceiveOptions { wait: Some(wait), ..Self::default() }
     }
 
     /// Lease received messages for `visibility`.
+    #[must_use]
     pub fn visibility(visibility: Duration) -> Self {
         ReceiveOptions { visibility: Some(visibility), ..Self::default() }
     }

@@ -93,6 +93,7 @@ pub struct Engine {
 
 /// Builds an `Engine`.
 #[derive(Debug)]
+#[must_use = "an EngineBuilder does nothing until `build` is called"]
 pub struct EngineBuilder {
     clock: Option<Box<dyn Clock>>,
     tick: Duration,
@@ -127,6 +128,7 @@ impl EngineBuilder {
     }
 
     /// Starts the engine (and, with a non-manual clock, its driver thread).
+    #[must_use]
     pub fn build(self) -> Engine {
         let clock = self.clock.unwrap_or_else(|| Box::new(SystemClock::new()));
         let manual = clock.is_manual();
@@ -202,6 +204,7 @@ impl Default for Engine {
 
 impl Engine {
     /// An engine on the system clock with default settings.
+    #[must_use]
     pub fn new() -> Self {
         EngineBuilder::default().build()
     }
@@ -212,6 +215,7 @@ impl Engine {
     }
 
     /// The engine clock's current time.
+    #[must_use]
     pub fn now(&self) -> Nanos {
         self.inner.shared.clock.now()
     }
@@ -260,6 +264,7 @@ impl Engine {
     }
 
     /// Names of all queues, sorted.
+    #[must_use]
     pub fn list_queues(&self) -> Vec<String> {
         let mut names: Vec<String> = self.inner.queues.iter().map(|q| q.key().clone()).collect();
         names.sort();

@@ -91,11 +91,13 @@ pub enum LeaseError {
 
 impl LeaseError {
     /// The receipt belongs to an older attempt.
+    #[must_use]
     pub fn is_stale(&self) -> bool {
         matches!(self, LeaseError::Stale)
     }
 
     /// The lease ran out.
+    #[must_use]
     pub fn is_expired(&self) -> bool {
         matches!(self, LeaseError::Expired)
     }

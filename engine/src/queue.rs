@@ -143,16 +143,19 @@ impl fmt::Debug for Queue {
 
 impl Queue {
     /// The queue's name.
+    #[must_use]
     pub fn name(&self) -> &str {
         &self.core.name
     }
 
     /// The queue's configuration.
+    #[must_use]
     pub fn config(&self) -> &QueueConfig {
         &self.core.config
     }
 
     /// The engine clock's current time (what deadlines are measured on).
+    #[must_use]
     pub fn now(&self) -> Nanos {
         Nanos(self.core.now())
     }
@@ -269,6 +272,7 @@ impl Queue {
     /// Acks several receipts; one result per receipt, in order. The clock is
     /// read once: every ack of the batch is judged (on time or late) at the
     /// time the batch started.
+    #[must_use]
     pub fn ack_batch(&self, receipts: &[Receipt]) -> Vec<Result<(), LeaseError>> {
         let results = self.core.ack_batch_at(receipts, self.core.now());
         for (receipt, result) in receipts.iter().zip(&results) {
@@ -318,17 +322,20 @@ impl Queue {
 
     /// Lease pressure right now. O(shards) plus a scan of the slots in use
     /// for `oldest_ready_age`; applies due timers first.
+    #[must_use]
     pub fn stats(&self) -> QueueStats {
         self.core.stats()
     }
 
     /// The dead-letter queue's name, if one is configured.
+    #[must_use]
     pub fn dead_letter_queue(&self) -> Option<&str> {
         self.core.dead_letter.as_ref().map(|d| d.name.as_str())
     }
 }
 
 /// The future of `Queue::receive_async`.
+#[must_use = "a ReceiveFuture receives nothing until awaited; dropping it cancels the wait"]
 pub struct ReceiveFuture {
     queue: Queue,
     max: usize,

@@ -22,11 +22,13 @@ pub struct MessageId(pub(crate) u64);
 
 impl MessageId {
     /// The id as a number (for storing in a database column).
+    #[must_use]
     pub fn as_u64(self) -> u64 {
         self.0
     }
 
     /// Rebuilds an id from `as_u64`.
+    #[must_use]
     pub fn from_u64(raw: u64) -> Self {
         MessageId(raw)
     }
@@ -67,6 +69,7 @@ impl Receipt {
     /// The attempt generation: strictly increases with each delivery of the
     /// message while it stays on one queue. See `Delivery::fencing_token` for
     /// the value to fence external writes with.
+    #[must_use]
     pub fn generation(&self) -> u64 {
         self.generation
     }

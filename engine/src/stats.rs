@@ -453,6 +453,7 @@ impl QueueStats {
     }
 
     /// A processing-time percentile (receive to ack), if any ack was recorded.
+    #[must_use]
     pub fn processing_percentile(&self, percentile: f64) -> Option<Duration> {
         (!self.processing_time.is_empty())
             .then(|| Duration::from_nanos(self.processing_time.value_at_percentile(percentile)))
@@ -465,6 +466,7 @@ impl QueueStats {
     /// Processing time is only measured for acked attempts, so a timeout that
     /// is already too short hides the slowest jobs; compare `late_acks` and
     /// `expired` too (or use `Queue::diagnose` when available).
+    #[must_use]
     pub fn suggested_visibility(&self) -> Option<Duration> {
         if self.processing_time.len() < SUGGESTION_MIN_SAMPLES {
             return None;

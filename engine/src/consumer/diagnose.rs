@@ -129,6 +129,7 @@ pub struct Diagnosis {
 impl Queue {
     /// Tells a timeout set too short from poison messages, from the engine's
     /// own counters. See the `consumer::diagnose` module docs for the rules.
+    #[must_use]
     pub fn diagnose(&self) -> Diagnosis {
         diagnose(self.name(), &self.stats(), &self.core.dead_letter_log.recent())
     }
@@ -203,6 +204,7 @@ fn diagnose(queue: &str, stats: &QueueStats, moves: &[crate::dead_letter::DeadLe
 
 impl Diagnosis {
     /// The human-readable summary (what `Display` prints).
+    #[must_use]
     pub fn summary(&self) -> String {
         self.to_string()
     }

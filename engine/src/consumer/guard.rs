@@ -24,6 +24,7 @@ use crate::receipt::MessageId;
 use crate::sync::{Arc, Ordering};
 
 /// The worker's handle on one kept lease. See the module docs.
+#[must_use = "dropping an unfinished LeaseGuard releases its message at once (or lets its lease run out, per DropAction): hold it while working, then ack, release or dead_letter through it"]
 pub struct LeaseGuard {
     delivery: Delivery,
     cell: Arc<LeaseCell>,
@@ -76,6 +77,7 @@ impl fmt::Debug for LossSignal {
 
 impl LossSignal {
     /// The loss reason, if the lease is lost.
+    #[must_use]
     pub fn lost(&self) -> Option<LossReason> {
         lost_of(&self.cell)
     }

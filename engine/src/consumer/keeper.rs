@@ -66,6 +66,7 @@ impl Drop for KeeperInner {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone)]
+#[must_use = "dropping the last LeaseKeeper handle (and every guard it gave out) stops its renewals"]
 pub struct LeaseKeeper {
     inner: Arc<KeeperInner>,
 }
@@ -93,6 +94,7 @@ pub struct KeepRefused {
 
 impl KeepRefused {
     /// The delivery that was not kept.
+    #[must_use]
     pub fn into_delivery(self) -> Delivery {
         *self.delivery
     }
@@ -158,18 +160,21 @@ impl LeaseKeeper {
     }
 
     /// The keeper's policy.
+    #[must_use]
     pub fn policy(&self) -> &LeasePolicy {
         &self.inner.policy
     }
 
     /// Leases currently kept (not yet finished or lost as far as the keeper
     /// has seen).
+    #[must_use]
     pub fn len(&self) -> usize {
         self.inner.forget_done();
         lock(&self.inner.leases).len()
     }
 
     /// Whether no lease is kept.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

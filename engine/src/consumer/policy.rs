@@ -241,6 +241,7 @@ impl LeasePolicy {
     }
 
     /// When renewal of the current grant falls due.
+    #[must_use]
     pub fn renewal_due(&self, lease: &LeaseState) -> Nanos {
         let interval = lease.deadline.0.saturating_sub(lease.granted_at.0);
         let margin = duration_nanos(self.min_margin).min(interval / 2);
@@ -249,6 +250,7 @@ impl LeasePolicy {
     }
 
     /// The total lease cap of an attempt under this policy and the queue's.
+    #[must_use]
     pub fn total_cap(&self, lease: &LeaseState) -> Duration {
         self.max_total.map_or(lease.queue_max_lease, |cap| cap.min(lease.queue_max_lease))
     }
@@ -271,6 +273,7 @@ impl LeasePolicy {
     }
 
     /// The decision for `lease` at `now`. Pure: same inputs, same answer.
+    #[must_use]
     pub fn decide(&self, lease: &LeaseState, now: Nanos) -> Decision {
         if now >= lease.deadline {
             return Decision::Lost(self.bound_reached(lease, now).unwrap_or(LossReason::Expired));

@@ -70,11 +70,13 @@ impl HandlerError {
     }
 
     /// Whether this is a permanent failure.
+    #[must_use]
     pub fn is_permanent(&self) -> bool {
         matches!(self, HandlerError::Permanent(_))
     }
 
     /// The handler's own error.
+    #[must_use]
     pub fn error(&self) -> &(dyn StdError + Send + Sync + 'static) {
         match self {
             HandlerError::Retry(e) | HandlerError::Permanent(e) => e.as_ref(),
@@ -493,6 +495,30 @@ impl Worker {
 ///
 /// A pool runs on a real clock: its workers long-poll in real time. Under a
 /// `ManualClock`, drive a [`LeaseKeeper::manual`] and the queue directly.
+///
+/// A pool that is not kept is a warning (`unused_must_use`), not a silent
+/// pool that stops at once:
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let engine = leaseq::Engine::new();
+/// let q = engine.create_queue("jobs", leaseq::QueueConfig::default())?;
+/// leaseq::consumer::run(&q, 2, |_| Ok(()))?; // the pool would be dropped here
+/// # Ok(())
+/// # }
+/// ```
+///
+/// ```
+/// #![deny(unused_must_use)]
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let engine = leaseq::Engine::new();
+/// let q = engine.create_queue("jobs", leaseq::QueueConfig::default())?;
+/// let pool = leaseq::consumer::run(&q, 2, |_| Ok(()))?;
+/// pool.shutdown(std::time::Duration::from_secs(1));
+/// # Ok(())
+/// # }
+/// ```
 #[must_use = "dropping a Pool stops its workers at once: keep it while it should run, then call `shutdown`"]
 pub struct Pool {
     queue: Queue,
@@ -542,6 +568,7 @@ impl Pool {
     }
 
     /// The workers' counters now.
+    #[must_use]
     pub fn stats(&self) -> PoolStats {
         self.counters.snapshot()
     }
@@ -556,6 +583,7 @@ impl Pool {
     /// whether it was. Use it instead of polling `stats()`, for a batch job
     /// that ends when its queue is empty. A message some other consumer
     /// holds counts as in flight.
+    #[must_use]
     pub fn wait_drained(&self, timeout: Duration) -> bool {
         let until = Instant::now() + timeout;
         loop {
