@@ -1,0 +1,361 @@
+//! Durability: a write-ahead log in a data dir, with group commit, crash
+//! recovery and compaction (docs/durability.md).
+//!
+//! The engine's core only hands records to the journal (`journal.rs`); this
+//! module owns everything about files: the record format (`record.rs`),
+//! segment files (`segment.rs`), the state the log describes
+//! (`replica.rs`), and the writer thread (`writer.rs`). Opening a data dir
+//! is this file.
+//!
+//! Invariant: an engine opened on a data dir serves only once its queues
+//! and messages are restored from the log as the log describes them: every
+//! queue with its config and ordinal, every message with its id, payload,
+//! remaining delay, delivery count, carried deliveries and dead-letter
+//! record. Leases do not survive a restart: a message in flight is
+//! receivable at once (its attempt ended with the process), and one whose
+//! delivery count reached its queue's `max_receives` moves to the
+//! dead-letter queue at open, as its failed attempt would have moved it.
+
+pub(crate) mod record;
+pub(crate) mod replica;
+pub(crate) mod segment;
+pub(crate) mod writer;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::clock::Nanos;
+use crate::dead_letter::{AttemptOutcome, AttemptRecord, DeadLetterReason, DeadLetterRecord};
+use crate::engine::{Engine, EngineBuilder};
+use crate::error::Error;
+use crate::journal::{Journal, SyncPolicy, unix_nanos};
+use crate::lifecycle::{Arrival, Origin};
+use crate::queue::QueueCore;
+use crate::receipt::MessageId;
+use crate::shard::ID_BLOCK;
+use crate::slot::History;
+use crate::sync::{Arc, lock};
+
+use replica::Replica;
+use writer::{OpenSegment, Writer, WriterConfig};
+
+/// Default size of a log segment (64 MiB).
+pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
+/// Smallest segment size accepted.
+pub const MIN_SEGMENT_BYTES: u64 = 64 << 10;
+
+/// What recovery does with damage before the end of the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Repair {
+    /// Refuse to open (`Error::CorruptLog`): nothing is lost silently.
+    #[default]
+    Refuse,
+    /// Skip damaged bytes and open with what the rest of the log holds;
+    /// `RecoveryReport::damaged` lists what was skipped.
+    SkipDamaged,
+}
+
+/// Damaged bytes that recovery skipped under `Repair::SkipDamaged`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedRange {
+    /// The segment file.
+    pub file: PathBuf,
+    /// Where the damage starts.
+    pub offset: u64,
+    /// How many bytes were skipped.
+    pub bytes: u64,
+}
+
+/// What opening a data dir found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecoveryReport {
+    /// Segment files read.
+    pub segments: usize,
+    /// Records replayed.
+    pub records: u64,
+    /// Queues restored.
+    pub queues: usize,
+    /// Messages restored (those moved to a dead-letter queue at open
+    /// included).
+    pub messages: u64,
+    /// Messages whose delivery count had reached `max_receives`, moved to
+    /// their dead-letter queue at open.
+    pub dead_lettered: u64,
+    /// Bytes of a torn last write cut off the end of the log.
+    pub torn_bytes: u64,
+    /// Damage skipped under `Repair::SkipDamaged`.
+    pub damaged: Vec<DamagedRange>,
+    /// Records that named a queue or message the log no longer held (for
+    /// example a send racing its queue's deletion); they change nothing.
+    pub ignored_records: u64,
+    /// How long recovery took.
+    pub elapsed: Duration,
+}
+
+/// Builds a durable engine: `Engine::builder().data_dir(path)`.
+#[derive(Debug)]
+#[must_use = "a DurableBuilder does nothing until `open` is called"]
+pub struct DurableBuilder {
+    engine: EngineBuilder,
+    dir: PathBuf,
+    sync: SyncPolicy,
+    segment_bytes: u64,
+    repair: Repair,
+}
+
+impl DurableBuilder {
+    pub(crate) fn new(engine: EngineBuilder, dir: PathBuf) -> Self {
+        DurableBuilder {
+            engine,
+            dir,
+            sync: SyncPolicy::default(),
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+            repair: Repair::default(),
+        }
+    }
+
+    /// When writes reach the disk (default `SyncPolicy::Always`).
+    pub fn sync(mut self, policy: SyncPolicy) -> Self {
+        self.sync = policy;
+        self
+    }
+
+    /// Size of a log segment (default 64 MiB, at least 64 KiB). Disk use
+    /// stays below about twice the live data plus three segments.
+    pub fn segment_bytes(mut self, bytes: u64) -> Self {
+        self.segment_bytes = bytes.clamp(MIN_SEGMENT_BYTES, 1 << 40);
+        self
+    }
+
+    /// What to do with damage before the end of the log (default: refuse).
+    pub fn repair(mut self, repair: Repair) -> Self {
+        self.repair = repair;
+        self
+    }
+
+    /// Opens the data dir (creating it if needed), recovers every queue and
+    /// message, and starts serving.
+    ///
+    /// # Errors
+    /// `Error::DataDirLocked` if another engine has it open,
+    /// `Error::CorruptLog` for damage before the end of the log (unless
+    /// `Repair::SkipDamaged`), `Error::Storage` for I/O errors.
+    pub fn open(self) -> Result<Engine, Error> {
+        let started = Instant::now();
+        let dir = self.dir.clone();
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&format!("creating {}", dir.display()), &e))?;
+        let lock_file = lock_dir(&dir)?;
+        let (recovered, mut report) = recover(&dir, self.repair, self.segment_bytes)?;
+        let Recovered { replica, current, sealed } = recovered;
+        let current = match current {
+            Some(current) => current,
+            None => OpenSegment::create(&dir, 1, self.segment_bytes)
+                .map_err(|e| Error::io("creating the first log segment", &e))?,
+        };
+        let id_start = replica.ids_below.div_ceil(ID_BLOCK).saturating_mul(ID_BLOCK);
+        let journal = Arc::new(Journal::new(self.sync, id_start));
+        let engine = self.engine.build_with(Some(journal.clone()));
+        engine.inner.shared.id_blocks.store(id_start, std::sync::atomic::Ordering::Relaxed);
+        let restored = restore(&engine, &replica, &mut report)?;
+        let writer = Writer::new(
+            journal.clone(),
+            WriterConfig { dir: dir.clone(), segment_bytes: self.segment_bytes },
+            current,
+            sealed,
+            replica,
+        );
+        let handle = std::thread::Builder::new()
+            .name("leaseq-log".into())
+            .spawn(move || {
+                writer.run();
+                drop(lock_file);
+            })
+            .map_err(|e| Error::io("starting the log writer thread", &e))?;
+        journal.set_writer(handle.thread().clone());
+        let closing = journal.clone();
+        *lock(&engine.inner.closer) = Some(Box::new(move || {
+            closing.close();
+            let _ = handle.join();
+        }));
+        // The moves made at open must be on disk before anyone is served.
+        if restored.moved > 0 {
+            engine.flush()?;
+        }
+        report.elapsed = started.elapsed();
+        let _ = engine.inner.recovery.set(report);
+        Ok(engine)
+    }
+}
+
+/// Takes the data dir's lock file, held while the engine is open.
+fn lock_dir(dir: &Path) -> Result<File, Error> {
+    let path = dir.join("LOCK");
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io(&format!("opening {}", path.display()), &e))?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: `flock` on a descriptor this function owns; no memory is
+    // passed. The lock lives as long as the returned file.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(file);
+    }
+    let error = std::io::Error::last_os_error();
+    if error.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        return Err(Error::DataDirLocked { path: dir.to_path_buf() });
+    }
+    Err(Error::io(&format!("locking {}", path.display()), &error))
+}
+
+/// The log read back.
+struct Recovered {
+    replica: Replica,
+    /// The newest segment, open to append after its last valid frame.
+    current: Option<OpenSegment>,
+    /// Older segments: (index, bytes of data).
+    sealed: Vec<(u64, u64)>,
+}
+
+/// Replays every segment in `dir`.
+fn recover(dir: &Path, repair: Repair, segment_bytes: u64) -> Result<(Recovered, RecoveryReport), Error> {
+    let segment::Listing { segments, leftovers } =
+        segment::list(dir).map_err(|e| Error::io(&format!("listing {}", dir.display()), &e))?;
+    for tmp in leftovers {
+        // An unfinished compaction: the segments it would have replaced are
+        // all still here.
+        let _ = std::fs::remove_file(tmp);
+    }
+    let mut report = RecoveryReport { segments: segments.len(), ..RecoveryReport::default() };
+    let mut replica = Replica::default();
+    let mut sealed = Vec::new();
+    let mut current = None;
+    let count = segments.len();
+    for (at, (index, path)) in segments.into_iter().enumerate() {
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&format!("reading {}", path.display()), &e))?;
+        let last = at + 1 == count;
+        let scan = segment::scan(&bytes, index, last, repair == Repair::SkipDamaged, |entry| replica.apply(entry))
+            .map_err(|damage| Error::CorruptLog { file: path.clone(), offset: damage.offset, reason: damage.reason })?;
+        report.records += scan.frames;
+        for (offset, len) in &scan.skipped {
+            report.damaged.push(DamagedRange { file: path.clone(), offset: *offset, bytes: *len });
+        }
+        if last {
+            report.torn_bytes = scan.torn as u64;
+            let segment = OpenSegment::reopen(&path, index, scan.end as u64, segment_bytes)
+                .map_err(|e| Error::io(&format!("opening {}", path.display()), &e))?;
+            if scan.torn > 0 {
+                // Zero the torn bytes, so the next write starts on a clean
+                // tail and no later scan meets them.
+                use std::os::unix::fs::FileExt;
+                let zeros = vec![0u8; scan.torn];
+                segment
+                    .file
+                    .write_all_at(&zeros, scan.end as u64)
+                    .and_then(|()| segment.file.sync_data())
+                    .map_err(|e| Error::io(&format!("cutting the torn tail of {}", path.display()), &e))?;
+            }
+            current = Some(segment);
+        } else {
+            sealed.push((index, scan.end as u64));
+        }
+    }
+    report.ignored_records = replica.ignored;
+    Ok((Recovered { replica, current, sealed }, report))
+}
+
+/// What `restore` did.
+struct Restored {
+    /// Messages moved to a dead-letter queue (their moves are recorded).
+    moved: u64,
+}
+
+/// Re-creates the replica's queues and messages in a new engine.
+fn restore(engine: &Engine, replica: &Replica, report: &mut RecoveryReport) -> Result<Restored, Error> {
+    let mut cores: HashMap<u32, Arc<QueueCore>> = HashMap::new();
+    for (ordinal, queue) in &replica.queues {
+        let q = engine.restore_queue(*ordinal, &queue.name, queue.config.clone())?;
+        cores.insert(*ordinal, q.core.clone());
+    }
+    engine.skip_ordinals(replica.next_queue);
+    report.queues = cores.len();
+    let unix_now = unix_nanos();
+    let now = engine.now();
+    let mut moved = 0;
+    for (id, m) in replica.messages_in_order() {
+        let Some(core) = cores.get(&m.queue) else { continue };
+        let delay = m.deliver_at.saturating_sub(unix_now);
+        let at_ceiling = core.config.max_receives.is_some_and(|ceiling| m.count >= ceiling);
+        let history =
+            m.dead_letter.clone().map(|record| Box::new(History { dead_letter: Some(record), ..History::default() }));
+        let kept = Arrival {
+            id: Some(MessageId(id)),
+            payload: m.payload.clone(),
+            lifetime_deliveries: m.carried,
+            history,
+            delivery_count: m.count,
+            origin: Origin::Restored,
+        };
+        let kept = match (&core.dead_letter, at_ceiling) {
+            (Some(dead_letter), true) => {
+                // Its last attempt ended with the process: a failed attempt
+                // at the ceiling moves the message on.
+                match dead_letter.accept(poison_arrival(core, id, m, now), 0, now.0) {
+                    Ok(_) => {
+                        moved += 1;
+                        report.messages += 1;
+                        continue;
+                    }
+                    // The dead-letter queue is full: the message stays here,
+                    // as a failed attempt at the ceiling would keep it.
+                    Err(_) => kept,
+                }
+            }
+            _ => kept,
+        };
+        if core.restore(kept, delay).is_err() {
+            return Err(Error::Storage {
+                reason: format!(
+                    "the log holds more messages for queue '{}' than its max_messages ({}); recovery stopped",
+                    core.name, core.config.max_messages
+                ),
+                payload: None,
+            });
+        }
+        report.messages += 1;
+    }
+    report.dead_lettered = moved;
+    Ok(Restored { moved })
+}
+
+/// The arrival on its dead-letter queue of a message whose delivery count
+/// reached the ceiling before the restart.
+fn poison_arrival(core: &QueueCore, id: u64, m: &replica::MessageState, now: Nanos) -> Arrival {
+    let record = DeadLetterRecord {
+        source_queue: core.name.clone(),
+        reason: DeadLetterReason::Expired,
+        delivery_count: m.count,
+        attempts: vec![AttemptRecord {
+            delivery: m.count,
+            received_at: now,
+            ended_at: now,
+            outcome: AttemptOutcome::Expired,
+        }],
+        dead_lettered_at: now,
+    };
+    let history = History { dead_letter: Some(std::sync::Arc::new(record)), ..History::default() };
+    Arrival {
+        id: Some(MessageId(id)),
+        payload: m.payload.clone(),
+        lifetime_deliveries: m.carried.saturating_add(m.count),
+        history: Some(Box::new(history)),
+        delivery_count: 0,
+        origin: Origin::Moved { from: core.ordinal },
+    }
+}
