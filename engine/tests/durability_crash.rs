@@ -452,6 +452,11 @@ fn a_message_that_crashes_every_consumer_reaches_the_dead_letter_queue() {
                 break;
             }
         }
+        // Another process has the data dir open: this one is refused.
+        match Engine::builder().data_dir(&dir).open() {
+            Err(leaseq::Error::DataDirLocked { .. }) => {}
+            other => panic!("opening a data dir another process holds gave {other:?}"),
+        }
         // The consumer "crashes" while it holds the message.
         child.kill().unwrap();
         child.wait().unwrap();

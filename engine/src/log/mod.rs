@@ -191,8 +191,34 @@ impl DurableBuilder {
     }
 }
 
-/// Takes the data dir's lock file, held while the engine is open.
-fn lock_dir(dir: &Path) -> Result<File, Error> {
+/// Holds a data dir for one engine: in this process through a registry of
+/// open dirs, against other processes through a POSIX record lock on its
+/// LOCK file. (A record lock belongs to the process and is not inherited by
+/// a forked child, unlike `flock`, whose lock a child forked at the wrong
+/// moment would keep past the engine's close.)
+#[derive(Debug)]
+struct DirLock {
+    key: PathBuf,
+    _file: File,
+}
+
+/// Data dirs open in this process.
+static OPEN_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        let mut open = OPEN_DIRS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        open.retain(|dir| *dir != self.key);
+    }
+}
+
+/// Takes the data dir's lock, held while the engine is open.
+fn lock_dir(dir: &Path) -> Result<DirLock, Error> {
+    let key = dir.canonicalize().map_err(|e| Error::io(&format!("resolving {}", dir.display()), &e))?;
+    let mut open = OPEN_DIRS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if open.contains(&key) {
+        return Err(Error::DataDirLocked { path: dir.to_path_buf() });
+    }
     let path = dir.join("LOCK");
     let file = File::options()
         .create(true)
@@ -201,17 +227,25 @@ fn lock_dir(dir: &Path) -> Result<File, Error> {
         .open(&path)
         .map_err(|e| Error::io(&format!("opening {}", path.display()), &e))?;
     use std::os::fd::AsRawFd;
-    // SAFETY: `flock` on a descriptor this function owns; no memory is
-    // passed. The lock lives as long as the returned file.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc == 0 {
-        return Ok(file);
+    let whole_file = libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    };
+    // SAFETY: `fcntl(F_SETLK)` on a descriptor this function owns, reading
+    // the `flock` struct it is handed for the duration of the call.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &whole_file) };
+    if rc != 0 {
+        let error = std::io::Error::last_os_error();
+        if matches!(error.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) {
+            return Err(Error::DataDirLocked { path: dir.to_path_buf() });
+        }
+        return Err(Error::io(&format!("locking {}", path.display()), &error));
     }
-    let error = std::io::Error::last_os_error();
-    if error.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        return Err(Error::DataDirLocked { path: dir.to_path_buf() });
-    }
-    Err(Error::io(&format!("locking {}", path.display()), &error))
+    open.push(key.clone());
+    Ok(DirLock { key, _file: file })
 }
 
 /// The log read back.
