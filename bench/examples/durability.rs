@@ -103,6 +103,9 @@ fn run(policy: Option<SyncPolicy>, dir: &Path, callers: usize, per_caller: usize
         spans.iter().map(|s| s.1).max().unwrap() - start
     };
     let (send_time, ack_time) = (span(&sends), span(&acks));
+    // Drain the writer here, so that the next run's open does not wait for
+    // this engine's close.
+    engine.flush().unwrap();
     let stats = engine.log_stats().unwrap_or_default();
     let total = (callers * per_caller) as f64;
     let syncs = stats.syncs - stats_before.syncs;

@@ -172,6 +172,9 @@ impl fmt::Debug for Journal {
     }
 }
 
+/// Most records the writer may lag behind before sends wait for it.
+pub(crate) const MAX_BACKLOG: u64 = 1 << 16;
+
 /// Ids reserved at a time: one synced record per 2^40 ids (30 hours at ten
 /// million sends a second), and a restart skips at most that many.
 pub(crate) const ID_RESERVATION: u64 = 1 << 40;
@@ -225,6 +228,32 @@ impl Journal {
             }
         }
         seq
+    }
+
+    /// Holds a sender back while the writer lags more than `MAX_BACKLOG`
+    /// records behind: the backlog is what a process crash loses under
+    /// `Interval` and `Never`, and memory, so it must stay bounded. Called
+    /// before a send claims anything.
+    #[inline]
+    pub(crate) fn throttle(&self) {
+        let lag = |j: &Journal| j.next_seq.load(Ordering::Relaxed).saturating_sub(j.written.load(Ordering::Acquire));
+        if lag(self) <= MAX_BACKLOG {
+            return;
+        }
+        let mut spins = 0u32;
+        while lag(self) > MAX_BACKLOG / 2 && !self.closing.load(Ordering::Relaxed) {
+            if self.writer_idle.swap(false, Ordering::Relaxed) {
+                if let Some(writer) = self.writer.get() {
+                    writer.unpark();
+                }
+            }
+            if spins < 16 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            spins += 1;
+        }
     }
 
     /// The sequence number this thread last pushed here, if any.

@@ -208,8 +208,11 @@ impl QueueCore {
         if payload.len() > self.config.max_payload {
             return Err(Error::MessageTooLarge { size: payload.len(), max: self.config.max_payload });
         }
-        if let Some(failure) = self.journal().and_then(Journal::refusal) {
-            return Err(Error::storage(failure, Some(payload.clone())));
+        if let Some(journal) = self.journal() {
+            if let Some(failure) = journal.refusal() {
+                return Err(Error::storage(failure, Some(payload.clone())));
+            }
+            journal.throttle();
         }
         Ok(())
     }
