@@ -29,6 +29,8 @@ MUTANTS=(
     unsettled_load:loom_extend_expiry
     relaxed_link:loom_stats
     bucket_start_deadline:loom_timers
+    notify_before_store:loom_journal
+    relaxed_durable:loom_journal
 )
 
 step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }

@@ -394,11 +394,27 @@ impl Journal {
 
     /// Every record below `seq` is durable (or failed): wakes its waiters.
     pub(crate) fn mark_durable(&self, seq: u64) {
-        // Release: a waiter that reads it (Acquire) sees the failure ranges
-        // recorded before. Stored before the lock below (no lost wake-up).
+        // Mutant (loom-tests only): notify before the store, so a waiter that
+        // looked under the lock before the store sleeps through it.
+        #[cfg(leaseq_mutant = "notify_before_store")]
+        {
+            let _guard = lock(&self.commit_lock);
+            self.committed.notify_all();
+        }
+        // Release: a waiter that reads it (Acquire) sees the sync and the
+        // failure ranges recorded before. Stored before the lock below (no
+        // lost wake-up).
+        #[cfg(not(leaseq_mutant = "relaxed_durable"))]
         self.durable.store(seq, Ordering::Release);
-        let _guard = lock(&self.commit_lock);
-        self.committed.notify_all();
+        // Mutant (loom-tests only): a waiter on the fast path may return
+        // without seeing the writer's work.
+        #[cfg(leaseq_mutant = "relaxed_durable")]
+        self.durable.store(seq, Ordering::Relaxed);
+        #[cfg(not(leaseq_mutant = "notify_before_store"))]
+        {
+            let _guard = lock(&self.commit_lock);
+            self.committed.notify_all();
+        }
     }
 
     /// The records in `start..end` were not written, for `why`.
@@ -494,6 +510,13 @@ pub(crate) struct LogCounters {
 pub struct LogStats {
     /// Records written since the engine opened.
     pub records: u64,
+    /// Records handed to the log since the engine opened (each call that
+    /// changes durable state hands one or more; they are numbered from 0).
+    pub handed: u64,
+    /// Of those, the records the writer has not yet written to the OS: what
+    /// a process crash loses under `Interval` and `Never` (bounded: sends
+    /// wait while it is above 65,536).
+    pub backlog: u64,
     /// Bytes written since the engine opened.
     pub bytes: u64,
     /// Syncs (`fdatasync`) since the engine opened.
@@ -528,8 +551,14 @@ impl Journal {
     pub(crate) fn stats(&self) -> LogStats {
         let counters = &self.counters;
         let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        // `written` first: it only grows and never passes `next_seq`, so
+        // `handed - backlog` is a position the writer really reached.
+        let written = self.written.load(Ordering::Acquire);
+        let handed = self.next_seq.load(Ordering::Acquire);
         LogStats {
             records: get(&counters.records),
+            handed,
+            backlog: handed.saturating_sub(written),
             bytes: get(&counters.bytes),
             syncs: get(&counters.syncs),
             sync_time: Duration::from_nanos(get(&counters.sync_nanos)),
@@ -540,6 +569,46 @@ impl Journal {
             log_bytes: get(&counters.log_bytes),
             live_bytes: get(&counters.live_bytes),
             refusing: self.refusal().map(|failure| failure.0.to_string()),
+        }
+    }
+}
+
+/// The commit handshake, exposed to the loom models (`loom-tests`) only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod loom_hooks {
+    use super::{Journal, Record, SyncPolicy};
+
+    /// A journal with no writer thread: the model plays the writer.
+    #[derive(Debug)]
+    pub struct Commits(Journal);
+
+    impl Default for Commits {
+        fn default() -> Self {
+            Commits(Journal::new(SyncPolicy::Always, 0))
+        }
+    }
+
+    impl Commits {
+        /// A caller hands in a record; returns its sequence number.
+        pub fn push(&self) -> u64 {
+            self.0.push(Record::IdsReserved { below: 0 })
+        }
+        /// The writer pops the next record's sequence number, if any.
+        pub fn pop(&self) -> Option<u64> {
+            self.0.pop().map(|(seq, _)| seq)
+        }
+        /// A caller waits for `seq`; `false` if its group failed.
+        pub fn wait(&self, seq: u64) -> bool {
+            self.0.wait_durable(seq).is_ok()
+        }
+        /// The writer synced every record below `seq`.
+        pub fn mark_durable(&self, seq: u64) {
+            self.0.mark_durable(seq);
+        }
+        /// The writer could not write `start..end`.
+        pub fn mark_failed(&self, start: u64, end: u64) {
+            self.0.mark_failed(start, end, super::StorageFailure("model".into()));
         }
     }
 }

@@ -88,6 +88,9 @@ pub use dead_letter::{AttemptOutcome, AttemptRecord, DeadLetterReason, DeadLette
 pub use delivery::{Delivery, ReceiveOptions, SendOptions};
 pub use engine::{Engine, EngineBuilder};
 pub use error::{Error, LeaseError, ReceiptError};
+#[cfg(loom)]
+#[doc(hidden)]
+pub use journal::loom_hooks;
 pub use journal::{LogStats, SyncPolicy};
 pub use log::{DEFAULT_SEGMENT_BYTES, DamagedRange, DurableBuilder, MIN_SEGMENT_BYTES, RecoveryReport, Repair};
 pub use queue::{Queue, ReceiveFuture};
