@@ -243,6 +243,11 @@ impl Engine {
         self.inner.shared.clock.now()
     }
 
+    /// The engine clock's Unix time (`Clock::unix_now`).
+    pub(crate) fn unix_now(&self) -> u64 {
+        self.inner.shared.clock.unix_now()
+    }
+
     /// Creates a queue. Validates the name and config, that the name is free
     /// and that the dead-letter queue exists; on error nothing is created.
     pub fn create_queue(&self, name: &str, config: QueueConfig) -> Result<Queue, Error> {

@@ -476,16 +476,10 @@ thread_local! {
 
 /// Now as Unix time in nanoseconds (what a delayed send's record stores, so
 /// its delay survives a restart, whose engine clock starts anew).
-pub(crate) fn unix_nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}
-
-/// The Unix time a message sent now with `delay` nanoseconds matures at (0:
-/// no delay).
-pub(crate) fn deliver_at(delay: u64) -> u64 {
-    if delay == 0 { 0 } else { unix_nanos().saturating_add(delay).max(1) }
+/// The Unix time a message sent at `unix_now` with `delay` nanoseconds
+/// matures at (0: no delay).
+pub(crate) fn deliver_at(unix_now: u64, delay: u64) -> u64 {
+    if delay == 0 { 0 } else { unix_now.saturating_add(delay).max(1) }
 }
 
 /// What the log writer has done, as counters it updates (Relaxed: they are

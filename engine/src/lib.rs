@@ -79,7 +79,7 @@ mod waiters;
 mod wheel;
 
 pub use backoff::Backoff;
-pub use clock::{Clock, ManualClock, Nanos, SystemClock};
+pub use clock::{Clock, MANUAL_UNIX_ORIGIN, ManualClock, Nanos, SystemClock};
 pub use config::{
     LateAck, MAX_BATCH, MAX_CAPACITY, MAX_DURATION_SETTING, MAX_NAME_LEN, MAX_PAYLOAD_LIMIT, MAX_SHARDS, QueueConfig,
     validate_name,

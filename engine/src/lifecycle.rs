@@ -142,7 +142,7 @@ impl QueueCore {
             let arrival = Arrival::sent(payload, 0);
             return self.accept(arrival, delay, now).map_err(|arrival| self.full(arrival.payload));
         };
-        let arrival = Arrival::sent(payload, crate::journal::deliver_at(delay));
+        let arrival = Arrival::sent(payload, crate::journal::deliver_at(self.engine.clock.unix_now(), delay));
         if journal.policy != SyncPolicy::Always {
             return self.accept(arrival, delay, now).map_err(|arrival| self.full(arrival.payload));
         }

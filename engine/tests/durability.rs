@@ -218,6 +218,45 @@ fn a_message_at_the_retry_ceiling_moves_to_the_dead_letter_queue_at_open() {
     assert_eq!(drain(&engine, "dlq").len(), 1);
 }
 
+/// A message at the ceiling that stayed on its queue because the dead-letter
+/// queue was full must not take, at open, the room the dead-letter queue's
+/// own messages need (they arrived later in the log). The first recovery
+/// moved messages in log order and failed here with "the log holds more
+/// messages for queue 'dlq' than its max_messages".
+#[test]
+fn a_move_at_open_never_takes_the_room_of_the_dead_letter_queues_own_messages() {
+    let dir = scratch("ceiling-full");
+    let clock = ManualClock::new();
+    let open_here = |clock: &ManualClock| {
+        Engine::builder().clock(clock.clone()).data_dir(&dir).segment_bytes(SEGMENT).open().expect("open")
+    };
+    let jobs_config = QueueConfig { max_receives: Some(1), backoff: Backoff::None, ..jobs_config() };
+    let poison = {
+        let engine = open_here(&clock);
+        let dlq = engine.create_queue("dlq", QueueConfig { max_messages: 2, ..QueueConfig::default() }).unwrap();
+        let jobs = engine.create_queue("jobs", jobs_config).unwrap();
+        let poison = jobs.send(&b"poison"[..]).unwrap();
+        dlq.send(&b"d1"[..]).unwrap();
+        dlq.send(&b"d2"[..]).unwrap();
+        let only = jobs.receive(1).unwrap().remove(0);
+        assert_eq!(only.delivery_count, 1);
+        // The lease runs out at the ceiling; the full dead-letter queue keeps
+        // the message on jobs.
+        clock.advance(Duration::from_secs(31));
+        assert_eq!(jobs.stats().dead_letter_overflow, 1);
+        assert_eq!(jobs.stats().ready, 1);
+        engine.flush().unwrap();
+        poison
+    };
+    let engine = open_here(&clock);
+    let report = engine.recovery().unwrap().clone();
+    assert_eq!((report.messages, report.dead_lettered), (3, 0));
+    let on_dlq: Vec<Vec<u8>> = drain(&engine, "dlq").into_values().map(|(p, _)| p).collect();
+    assert_eq!(on_dlq, vec![b"d1".to_vec(), b"d2".to_vec()]);
+    let on_jobs = drain(&engine, "jobs");
+    assert_eq!(on_jobs.keys().copied().collect::<Vec<_>>(), vec![poison.as_u64()]);
+}
+
 /// Writes `n` messages to a fresh data dir and returns the path of its only
 /// segment and the byte offset where the last record starts.
 fn log_with_messages(dir: &Path, n: u8) -> (PathBuf, u64, u64) {

@@ -30,7 +30,7 @@ use crate::clock::Nanos;
 use crate::dead_letter::{AttemptOutcome, AttemptRecord, DeadLetterReason, DeadLetterRecord};
 use crate::engine::{Engine, EngineBuilder};
 use crate::error::Error;
-use crate::journal::{Journal, SyncPolicy, unix_nanos};
+use crate::journal::{Journal, SyncPolicy};
 use crate::lifecycle::{Arrival, Origin};
 use crate::queue::QueueCore;
 use crate::receipt::MessageId;
@@ -334,16 +334,12 @@ fn restore(engine: &Engine, replica: &Replica, report: &mut RecoveryReport) -> R
     }
     engine.skip_ordinals(replica.next_queue);
     report.queues = cores.len();
-    let unix_now = unix_nanos();
+    let unix_now = engine.unix_now();
     let now = engine.now();
-    let mut moved = 0;
-    for (id, m) in replica.messages_in_order() {
-        let Some(core) = cores.get(&m.queue) else { continue };
-        let delay = m.deliver_at.saturating_sub(unix_now);
-        let at_ceiling = core.config.max_receives.is_some_and(|ceiling| m.count >= ceiling);
+    let in_place = |core: &QueueCore, id: u64, m: &replica::MessageState| {
         let history =
             m.dead_letter.clone().map(|record| Box::new(History { dead_letter: Some(record), ..History::default() }));
-        let kept = Arrival {
+        let arrival = Arrival {
             id: Some(MessageId(id)),
             payload: m.payload.clone(),
             lifetime_deliveries: m.carried,
@@ -351,32 +347,54 @@ fn restore(engine: &Engine, replica: &Replica, report: &mut RecoveryReport) -> R
             delivery_count: m.count,
             origin: Origin::Restored,
         };
-        let kept = match (&core.dead_letter, at_ceiling) {
-            (Some(dead_letter), true) => {
-                // Its last attempt ended with the process: a failed attempt
-                // at the ceiling moves the message on.
-                match dead_letter.accept(poison_arrival(core, id, m, now), 0, now.0) {
-                    Ok(_) => {
-                        moved += 1;
-                        report.messages += 1;
-                        continue;
-                    }
-                    // The dead-letter queue is full: the message stays here,
-                    // as a failed attempt at the ceiling would keep it.
-                    Err(_) => kept,
-                }
-            }
-            _ => kept,
-        };
-        if core.restore(kept, delay).is_err() {
-            return Err(Error::Storage {
-                reason: format!(
-                    "the log holds more messages for queue '{}' than its max_messages ({}); recovery stopped",
-                    core.name, core.config.max_messages
-                ),
-                payload: None,
-            });
+        core.restore(arrival, m.deliver_at.saturating_sub(unix_now)).map(drop).map_err(|_| Error::Storage {
+            reason: format!(
+                "the log holds more messages for queue '{}' than its max_messages ({}); recovery stopped",
+                core.name, core.config.max_messages
+            ),
+            payload: None,
+        })
+    };
+    // Two passes. First every message that stays where it is, in arrival
+    // order. Then, in arrival order, each message whose delivery count
+    // reached its queue's ceiling (its last attempt ended with the process)
+    // moves to its dead-letter queue if that has room beyond what it already
+    // holds and what the messages still to be decided there need; otherwise
+    // it stays, behind the others, as a failed attempt at the ceiling stays
+    // when its dead-letter queue is full. Deciding moves only after every
+    // staying message is placed means a move can never take the room a
+    // message of the dead-letter queue itself needs.
+    let mut held: HashMap<u32, usize> = HashMap::new();
+    let mut undecided: HashMap<u32, usize> = HashMap::new();
+    let mut at_ceiling = Vec::new();
+    for (id, m) in replica.messages_in_order() {
+        let Some(core) = cores.get(&m.queue) else { continue };
+        let ceiling = core.config.max_receives.is_some_and(|ceiling| m.count >= ceiling);
+        if ceiling && core.dead_letter.is_some() {
+            *undecided.entry(m.queue).or_default() += 1;
+            at_ceiling.push((id, m, core));
+            continue;
         }
+        in_place(core, id, m)?;
+        *held.entry(m.queue).or_default() += 1;
+        report.messages += 1;
+    }
+    let mut moved = 0;
+    for (id, m, core) in at_ceiling {
+        *undecided.get_mut(&m.queue).expect("counted above") -= 1;
+        let dead_letter = core.dead_letter.as_ref().expect("filtered above");
+        let to = dead_letter.ordinal;
+        let taken = held.get(&to).copied().unwrap_or(0) + undecided.get(&to).copied().unwrap_or(0);
+        if taken < dead_letter.config.max_messages
+            && dead_letter.accept(poison_arrival(core, id, m, now), 0, now.0).is_ok()
+        {
+            *held.entry(to).or_default() += 1;
+            moved += 1;
+            report.messages += 1;
+            continue;
+        }
+        in_place(core, id, m)?;
+        *held.entry(m.queue).or_default() += 1;
         report.messages += 1;
     }
     report.dead_lettered = moved;
