@@ -26,6 +26,12 @@ use crate::{Model, ModelDelivery, ModelReceipt, ModelStats, QueueRef};
 /// one year per step).
 pub const MAX_STEPS: usize = 256;
 
+/// Most restarts one run executes; later `Restart`s do nothing. Each one
+/// closes and reopens a data dir (a few milliseconds in a debug build), and
+/// inputs made of little but restarts would otherwise dominate the corpus
+/// replay.
+pub const MAX_RESTARTS: usize = 8;
+
 /// The first difference between engine and model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Divergence {
@@ -101,6 +107,7 @@ struct Differential {
     /// Queues whose handle, since a restart, stands in for a deleted queue
     /// (a deleted queue of the closed engine is gone from the new one).
     stand_ins: HashSet<usize>,
+    restarts: usize,
     model: Model,
     /// Handles in creation order; index = `QueueRef`.
     queues: Vec<Queue>,
@@ -148,6 +155,7 @@ impl Differential {
             engine,
             dir,
             stand_ins: HashSet::new(),
+            restarts: 0,
             model: Model::new(1),
             queues: Vec::new(),
             issued: Vec::new(),
@@ -165,6 +173,10 @@ impl Differential {
     /// belongs to the closed engine.
     fn restart(&mut self) -> Result<(), Divergence> {
         let Some(dir) = self.dir.clone() else { return Ok(()) };
+        if self.restarts == MAX_RESTARTS {
+            return Ok(());
+        }
+        self.restarts += 1;
         let names: Vec<String> = (0..self.queues.len()).map(|i| self.model.name(QueueRef(i)).to_string()).collect();
         self.queues.clear();
         let now = self.clock.now();
