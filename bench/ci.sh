@@ -25,3 +25,4 @@ cargo run --release -p leaseq-bench --example durability -- --quick --peers targ
 grep -q "^| Always | 64 " target/durability-smoke.txt
 grep -q "^recovery of 100000 live messages" target/durability-smoke.txt
 grep -q "| SQLite WAL FULL | 64 " target/durability-smoke.txt
+grep -q "^churn: disk use at the end" target/durability-smoke.txt

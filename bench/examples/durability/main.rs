@@ -1,14 +1,16 @@
 //! Durable throughput, commit latency and recovery time, beside the
 //! in-memory engine in the same run (docs/durability.md).
 //!
-//! `cargo run --release -p leaseq-bench --example durability -- [--quick] [--peers | --only-peers] [DIR]`
+//! `cargo run --release -p leaseq-bench --example durability -- [--quick] [--peers | --only-peers | --only-churn] [DIR]`
 //!
 //! Measures, in order: one fdatasync of a 4 KiB write on DIR's file system
 //! (the price of `SyncPolicy::Always`), durable sends/s and acks/s with 1, 8
 //! and 64 callers under `Always` (100-byte payloads, one call per message),
 //! the same under `Interval(1 s)` and `Never` and in memory, records per
 //! sync, p50/p99 commit latency, and the time to reopen a log of N live
-//! messages. Ratios compare with the in-memory engine of the same run.
+//! messages, and disk use across a day of churn (8.64 million cycles with
+//! 100,000 messages live; `--quick`: 200,000 with 10,000). Ratios compare
+//! with the in-memory engine of the same run.
 //! `--peers` then runs Redis, beanstalkd and SQLite at the same durability
 //! beside leaseq (`peers.rs`), with ratios against leaseq in the same run.
 
@@ -243,6 +245,82 @@ fn recovery(dir: &Path, messages: usize) -> (Duration, u64) {
     (elapsed, restored)
 }
 
+/// Bytes the files of `dir` take on disk (allocated blocks, so a segment's
+/// preallocated reserve counts).
+fn disk_use(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().filter_map(|e| e.metadata().ok()).map(|m| m.blocks() * 512).sum())
+        .unwrap_or(0)
+}
+
+/// A day of churn: `live` messages stay queued while `cycles` more are sent,
+/// received and acked one at a time, oldest first (a day at 100 messages a
+/// second is 8.64 million). Prints disk use against the live data along the
+/// way and at the end.
+fn churn(dir: &Path, live: usize, cycles: usize) {
+    let _ = std::fs::remove_dir_all(dir);
+    let segment = 4u64 << 20;
+    let engine = Engine::builder().data_dir(dir).sync(SyncPolicy::Never).segment_bytes(segment).open().unwrap();
+    let config = QueueConfig {
+        max_messages: live + 1024,
+        visibility_timeout: Duration::from_secs(600),
+        ..QueueConfig::default()
+    };
+    let q = engine.create_queue("churn", config).unwrap();
+    let mut left = live;
+    while left > 0 {
+        let n = left.min(1024);
+        for r in q.send_batch((0..n).map(|_| &PAYLOAD[..])) {
+            r.unwrap();
+        }
+        left -= n;
+    }
+    let live_payload = (live * PAYLOAD.len()) as u64;
+    let (mut peak_disk, mut peak_log) = (0u64, 0u64);
+    let started = Instant::now();
+    let sample_every = (cycles / 100).max(1);
+    for k in 0..cycles {
+        q.send(&PAYLOAD[..]).unwrap();
+        let d = q.receive(1).unwrap().pop().expect("the oldest message");
+        q.ack(&d.receipt).unwrap();
+        if k % sample_every == 0 {
+            peak_disk = peak_disk.max(disk_use(dir));
+            peak_log = peak_log.max(engine.log_stats().unwrap().log_bytes);
+        }
+    }
+    engine.flush().unwrap();
+    let elapsed = started.elapsed();
+    let stats = engine.log_stats().unwrap();
+    let end_disk = disk_use(dir);
+    peak_disk = peak_disk.max(end_disk);
+    let mib = |b: u64| b as f64 / f64::from(1 << 20);
+    println!();
+    println!(
+        "churn: {live} live messages ({:.1} MiB of payload, {:.1} MiB live in a snapshot), {cycles} send+receive+ack \
+         cycles in {:.1} s under Never, {} compactions, segments of {} MiB",
+        mib(live_payload),
+        mib(stats.live_bytes),
+        elapsed.as_secs_f64(),
+        stats.compactions,
+        segment >> 20
+    );
+    println!(
+        "churn: disk use at the end {:.1} MiB ({:.2}x the live snapshot), peak {:.1} MiB ({:.2}x); log data at the \
+         end {:.1} MiB, peak {:.1} MiB ({:.2}x)",
+        mib(end_disk),
+        end_disk as f64 / stats.live_bytes as f64,
+        mib(peak_disk),
+        peak_disk as f64 / stats.live_bytes as f64,
+        mib(stats.log_bytes),
+        mib(peak_log),
+        peak_log as f64 / stats.live_bytes as f64
+    );
+    drop(q);
+    drop(engine);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -253,6 +331,14 @@ fn main() {
     std::fs::create_dir_all(&base).unwrap();
     let fsync = fdatasync_cost(&base, if quick { 5 } else { 50 });
     println!("fdatasync of a 4 KiB write on {}: {:.3} ms", base.display(), fsync.as_secs_f64() * 1e3);
+    if args.iter().any(|a| a == "--only-churn") {
+        if quick {
+            churn(&base.join("data"), 10_000, 200_000)
+        } else {
+            churn(&base.join("data"), 100_000, 8_640_000)
+        }
+        return;
+    }
     if args.iter().any(|a| a == "--only-peers") {
         against_peers(&base, quick);
         return;
@@ -285,6 +371,11 @@ fn main() {
     let messages = if quick { 100_000 } else { 1_000_000 };
     let (elapsed, restored) = recovery(&dir, messages);
     println!("recovery of {restored} live messages (100-byte payloads): {:.3} s", elapsed.as_secs_f64());
+    if quick {
+        churn(&dir, 10_000, 200_000);
+    } else {
+        churn(&dir, 100_000, 8_640_000);
+    }
     if args.iter().any(|a| a == "--peers") {
         against_peers(&base, quick);
     }
