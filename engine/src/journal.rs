@@ -137,6 +137,9 @@ pub(crate) struct Journal {
     writer: OnceLock<Thread>,
     commit_lock: Mutex<()>,
     committed: Condvar,
+    /// Tasks (async receives under `Always`) waiting for a record to become
+    /// durable: (its sequence number, the task's waker).
+    durable_tasks: Mutex<Vec<(u64, std::task::Waker)>>,
     /// Nonzero once any range failed: waiters look at `failures` only then.
     any_failure: AtomicBool,
     failures: Mutex<Failures>,
@@ -192,6 +195,7 @@ impl Journal {
             writer: OnceLock::new(),
             commit_lock: Mutex::new(()),
             committed: Condvar::new(),
+            durable_tasks: Mutex::new(Vec::new()),
             any_failure: AtomicBool::new(false),
             failures: Mutex::new(Failures::default()),
             refusing: Mutex::new(None),
@@ -285,6 +289,27 @@ impl Journal {
             }
         }
         self.failure_of(seq).map_or(Ok(()), Err)
+    }
+
+    /// `wait_durable` for a task: ready once record `seq` is durable (or
+    /// failed), else registers the task's waker, which `mark_durable` wakes.
+    pub(crate) fn poll_durable(
+        &self,
+        seq: u64,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), StorageFailure>> {
+        let done = |j: &Journal| j.durable.load(Ordering::Acquire) > seq;
+        if !done(self) {
+            let mut tasks = lock(&self.durable_tasks);
+            // Checked again under the lock: `mark_durable` raises `durable`
+            // before it takes this lock to wake, so either this sees the
+            // raise or the waker is in the list when the wake-up runs.
+            if !done(self) {
+                tasks.push((seq, cx.waker().clone()));
+                return std::task::Poll::Pending;
+            }
+        }
+        std::task::Poll::Ready(self.failure_of(seq).map_or(Ok(()), Err))
     }
 
     /// Pushes `record` and waits until it is durable, whatever the policy
@@ -414,6 +439,19 @@ impl Journal {
         {
             let _guard = lock(&self.commit_lock);
             self.committed.notify_all();
+        }
+        let due: Vec<std::task::Waker> = {
+            let mut tasks = lock(&self.durable_tasks);
+            if tasks.is_empty() {
+                return;
+            }
+            let (due, waiting) = std::mem::take(&mut *tasks).into_iter().partition(|(s, _)| *s < seq);
+            *tasks = waiting;
+            due.into_iter().map(|(_, waker)| waker).collect()
+        };
+        // Woken outside the lock: a waker may poll its task at once.
+        for waker in due {
+            waker.wake();
         }
     }
 

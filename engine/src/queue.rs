@@ -19,6 +19,7 @@ use crate::dead_letter::DeadLetterLog;
 use crate::delivery::{Delivery, ReceiveOptions, SendOptions};
 use crate::engine::{EngineInner, EngineShared};
 use crate::error::{Error, LeaseError};
+use crate::journal::SyncPolicy;
 use crate::receipt::{MessageId, Receipt};
 use crate::shard::{Shard, ShardRing, shard_capacity};
 use crate::stats::QueueStats;
@@ -285,7 +286,7 @@ impl Queue {
     /// woken by sends, releases and expiries, and its wait runs out on the
     /// engine's driver tick (or, with a manual clock, when the clock passes it).
     pub fn receive_async(&self, max: usize, options: ReceiveOptions) -> ReceiveFuture {
-        ReceiveFuture { queue: self.clone(), max, options, until: None, registration: None }
+        ReceiveFuture { queue: self.clone(), max, options, until: None, registration: None, committing: None }
     }
 
     /// Acks the attempt `receipt` names: the message is gone for good.
@@ -370,6 +371,9 @@ pub struct ReceiveFuture {
     options: ReceiveOptions,
     until: Option<u64>,
     registration: Option<Registration>,
+    /// Under `SyncPolicy::Always`: the deliveries taken, held back until the
+    /// log record of the last one's delivery count is durable.
+    committing: Option<(Vec<Delivery>, u64)>,
 }
 
 impl fmt::Debug for ReceiveFuture {
@@ -384,6 +388,18 @@ impl Future for ReceiveFuture {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let core = &this.queue.core;
+        if let Some((_, seq)) = this.committing {
+            let journal = core.journal().expect("only a durable queue commits");
+            return match journal.poll_durable(seq, cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(result) => {
+                    let (out, _) = this.committing.take().expect("checked above");
+                    // A failed record withholds the deliveries (their leases
+                    // run out as usual), as `settle_receive` does.
+                    Poll::Ready(result.map(|()| out).map_err(|f| Error::from_lease_storage(LeaseError::from(f))))
+                }
+            };
+        }
         if let Err(e) = core.check_live().and_then(|()| QueueCore::check_batch(this.max)) {
             return Poll::Ready(Err(e));
         }
@@ -410,8 +426,16 @@ impl Future for ReceiveFuture {
         if let Some(registration) = this.registration.take() {
             core.waiters.deregister(registration);
         }
-        // Under `SyncPolicy::Always` this blocks the executor's thread for
-        // the group commit of the delivery counts (docs/durability.md).
+        // Under `SyncPolicy::Always` the deliveries wait, without blocking
+        // the executor's thread, for the group commit of their delivery
+        // counts (docs/durability.md): the records were pushed by this
+        // thread just now, so the last one it pushed covers them all.
+        if let Some(journal) = core.journal().filter(|j| j.policy == SyncPolicy::Always && !out.is_empty()) {
+            if let Some(seq) = journal.last_pushed_here() {
+                this.committing = Some((out, seq));
+                return Pin::new(this).poll(cx);
+            }
+        }
         Poll::Ready(core.settle_receive(&mut out, 0).map(|_| out))
     }
 }

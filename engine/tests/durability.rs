@@ -480,3 +480,68 @@ impl Drop for Unmount {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Counts its wakes and unparks the thread that polls.
+struct CountingWaker {
+    wakes: std::sync::atomic::AtomicUsize,
+    thread: std::thread::Thread,
+}
+
+impl std::task::Wake for CountingWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wakes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.thread.unpark();
+    }
+}
+
+/// Under `Always` an async receive hands its deliveries out only once their
+/// delivery counts are durable, and waits for that by returning `Pending`
+/// (woken by the writer's commit), not by blocking the executor's thread.
+#[test]
+fn an_async_receive_waits_for_its_commit_without_blocking_the_executor() {
+    use std::future::Future;
+    use std::task::{Context, Poll};
+    let dir = scratch("async-commit");
+    let engine = open_with(&dir, SyncPolicy::Always);
+    let q = engine.create_queue("q", QueueConfig::default()).unwrap();
+    let rounds = 20;
+    let mut pending_first = 0;
+    for round in 0..rounds {
+        q.send(vec![round as u8]).unwrap();
+        let waker = std::sync::Arc::new(CountingWaker { wakes: 0.into(), thread: std::thread::current() });
+        let waker_handle = std::task::Waker::from(waker.clone());
+        let mut cx = Context::from_waker(&waker_handle);
+        let mut future = q.receive_async(1, ReceiveOptions::default());
+        let mut polls = 0;
+        let got = loop {
+            polls += 1;
+            match std::pin::Pin::new(&mut future).poll(&mut cx) {
+                Poll::Ready(result) => break result.unwrap(),
+                Poll::Pending => {
+                    // Nothing else wakes this task: the message is in hand, so
+                    // only the commit can. Park until it does (bounded).
+                    let started = std::time::Instant::now();
+                    while waker.wakes.load(std::sync::atomic::Ordering::SeqCst) < polls {
+                        assert!(started.elapsed() < Duration::from_secs(10), "the commit never woke the task");
+                        std::thread::park_timeout(Duration::from_millis(10));
+                    }
+                }
+            }
+        };
+        if polls > 1 {
+            pending_first += 1;
+        }
+        assert_eq!(got.len(), 1);
+        assert_eq!(&got[0].payload[..], [round as u8]);
+        q.ack(&got[0].receipt).unwrap();
+    }
+    // A sync takes at least tens of microseconds: the first poll finds the
+    // count not yet durable nearly every time.
+    assert!(pending_first > rounds / 2, "only {pending_first} of {rounds} first polls waited for the commit");
+    drop(q);
+    drop(engine);
+    // The counts were durable when the deliveries were handed out, and the
+    // acks after them: nothing is left.
+    let engine = open_with(&dir, SyncPolicy::Always);
+    assert_eq!(engine.recovery().unwrap().messages, 0);
+}
