@@ -1,7 +1,7 @@
 //! Durable throughput, commit latency and recovery time, beside the
 //! in-memory engine in the same run (docs/durability.md).
 //!
-//! `cargo run --release -p leaseq-bench --example durability -- [--quick] [--peers | --only-peers | --only-churn] [DIR]`
+//! `cargo run --release -p leaseq-bench --example durability -- [--quick] [--peers | --only-peers | --only-churn | --only-candidates] [DIR]`
 //!
 //! Measures, in order: one fdatasync of a 4 KiB write on DIR's file system
 //! (the price of `SyncPolicy::Always`), durable sends/s and acks/s with 1, 8
@@ -11,9 +11,12 @@
 //! messages, and disk use across a day of churn (8.64 million cycles with
 //! 100,000 messages live; `--quick`: 200,000 with 10,000). Ratios compare
 //! with the in-memory engine of the same run.
-//! `--peers` then runs Redis, beanstalkd and SQLite at the same durability
-//! beside leaseq (`peers.rs`), with ratios against leaseq in the same run.
+//! `--peers` then runs the log crate considered instead of leaseq's own
+//! format (okaywal, `candidates.rs`) and Redis, beanstalkd and SQLite at
+//! the same durability beside leaseq (`peers.rs`), with ratios against
+//! leaseq in the same run.
 
+mod candidates;
 mod peers;
 
 use std::fs::OpenOptions;
@@ -245,6 +248,22 @@ fn recovery(dir: &Path, messages: usize) -> (Duration, u64) {
     (elapsed, restored)
 }
 
+/// leaseq's `Always` sends beside okaywal's durable appends (`candidates.rs`).
+fn against_log_crates(base: &Path, quick: bool) {
+    let scale = if quick { 1 } else { 5 };
+    println!();
+    println!("Log crates considered (one 100-byte record per call, each waiting until it is durable):");
+    println!();
+    println!("| callers | leaseq Always sends/s | okaywal 0.3 commits/s | leaseq vs okaywal |");
+    println!("|---:|---:|---:|---:|");
+    for callers in [1usize, 8, 64] {
+        let per_caller = (100 * scale).max(callers * 4) / callers + 10;
+        let ours = run(Some(SyncPolicy::Always), &base.join("data"), callers, per_caller);
+        let theirs = candidates::okaywal_appends(&base.join("okaywal"), callers, per_caller, &PAYLOAD);
+        println!("| {callers} | {:.0} | {theirs:.0} | {:.2}x |", ours.sends_per_s, ours.sends_per_s / theirs);
+    }
+}
+
 /// Bytes the files of `dir` take on disk (allocated blocks, so a segment's
 /// preallocated reserve counts).
 fn disk_use(dir: &Path) -> u64 {
@@ -339,6 +358,10 @@ fn main() {
         }
         return;
     }
+    if args.iter().any(|a| a == "--only-candidates") {
+        against_log_crates(&base, quick);
+        return;
+    }
     if args.iter().any(|a| a == "--only-peers") {
         against_peers(&base, quick);
         return;
@@ -377,6 +400,7 @@ fn main() {
         churn(&dir, 100_000, 8_640_000);
     }
     if args.iter().any(|a| a == "--peers") {
+        against_log_crates(&base, quick);
         against_peers(&base, quick);
     }
     let _ = std::fs::remove_dir_all(&dir);
