@@ -296,7 +296,7 @@ fn churn(dir: &Path, live: usize, cycles: usize) {
         left -= n;
     }
     let live_payload = (live * PAYLOAD.len()) as u64;
-    let (mut peak_disk, mut peak_log) = (0u64, 0u64);
+    let (mut peak_disk, mut peak_log, mut disk_sum, mut samples) = (0u64, 0u64, 0u64, 0u64);
     let started = Instant::now();
     let sample_every = (cycles / 100).max(1);
     for k in 0..cycles {
@@ -304,7 +304,10 @@ fn churn(dir: &Path, live: usize, cycles: usize) {
         let d = q.receive(1).unwrap().pop().expect("the oldest message");
         q.ack(&d.receipt).unwrap();
         if k % sample_every == 0 {
-            peak_disk = peak_disk.max(disk_use(dir));
+            let disk = disk_use(dir);
+            peak_disk = peak_disk.max(disk);
+            disk_sum += disk;
+            samples += 1;
             peak_log = peak_log.max(engine.log_stats().unwrap().log_bytes);
         }
     }
@@ -325,10 +328,11 @@ fn churn(dir: &Path, live: usize, cycles: usize) {
         segment >> 20
     );
     println!(
-        "churn: disk use at the end {:.1} MiB ({:.2}x the live snapshot), peak {:.1} MiB ({:.2}x); log data at the \
-         end {:.1} MiB, peak {:.1} MiB ({:.2}x)",
+        "churn: disk use at the end {:.1} MiB ({:.2}x the live snapshot), mean of {samples} samples {:.2}x, peak \
+         {:.1} MiB ({:.2}x); log data at the end {:.1} MiB, peak {:.1} MiB ({:.2}x)",
         mib(end_disk),
         end_disk as f64 / stats.live_bytes as f64,
+        disk_sum as f64 / samples.max(1) as f64 / stats.live_bytes as f64,
         mib(peak_disk),
         peak_disk as f64 / stats.live_bytes as f64,
         mib(stats.log_bytes),
