@@ -17,3 +17,12 @@ cargo run --release -p leaseq-bench -- report --json target/leaseq-bench-smoke.j
 grep -q "met in" target/bench-smoke-report/benchmarks.md
 grep -q "On another machine" target/bench-smoke-report/benchmarks.md
 test -f target/bench-smoke-report/benchmarks/leaseq-bench-smoke-scaling.svg
+# The durability benchmark at its quick size (fdatasync, every policy, recovery)
+# and the peers at the same durability where installed (.ci/run installs
+# redis-server and beanstalkd; SQLite is built in): every row must appear.
+cargo run --release -p leaseq-bench --example durability -- --quick --peers target/durability-smoke |
+    tee target/durability-smoke.txt
+grep -q "^| Always | 64 " target/durability-smoke.txt
+grep -q "^recovery of 100000 live messages" target/durability-smoke.txt
+grep -q "| SQLite WAL FULL | 64 " target/durability-smoke.txt
+grep -q "^churn: disk use at the end" target/durability-smoke.txt

@@ -29,6 +29,8 @@ MUTANTS=(
     unsettled_load:loom_extend_expiry
     relaxed_link:loom_stats
     bucket_start_deadline:loom_timers
+    notify_before_store:loom_journal
+    relaxed_durable:loom_journal
 )
 
 step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
@@ -67,6 +69,12 @@ for entry in "${MUTANTS[@]}"; do
     # `|| true`: no FAILED line (a survivor) must reach the report below, not
     # end the script under `set -e`.
     caught_by=$(grep -E '^test .* FAILED$' "$log_dir/$mutant.log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/' | tr '\n' ' ' || true)
+    # A deadlock loom finds aborts the test binary while it unwinds (loom's
+    # cleanup panics again), so no FAILED line is printed: the model that
+    # found it is named on its panic line instead.
+    if [[ -z "$caught_by" ]] && grep -q 'deadlock; threads' "$log_dir/$mutant.log"; then
+        caught_by="$(grep -m1 -B1 'deadlock; threads' "$log_dir/$mutant.log" | sed -nE "s/^thread '([^']*)'.*/\1/p") (deadlock)"
+    fi
     if [[ $status -ne 0 && $status -ne 124 && -n "$caught_by" ]]; then
         echo "caught by: $caught_by"
         grep -m1 -A1 'panicked at' "$log_dir/$mutant.log" | tail -n1 || true

@@ -77,7 +77,30 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// Registers a callback the clock runs after it moves (manual clocks only),
     /// so an engine can wake receivers blocked in a long poll.
     fn on_advance(&self, _callback: Box<dyn Fn() + Send + Sync>) {}
+
+    /// Wall-clock time, in nanoseconds since the Unix epoch. A durable engine
+    /// stores the end of a send's delay in it: it is the one time base that
+    /// means the same in the next process. The default reads the system's
+    /// real-time clock; a manual clock reads `MANUAL_UNIX_ORIGIN` plus its own
+    /// time, so that restarts under a manual clock are deterministic.
+    fn unix_now(&self) -> u64 {
+        system_unix_now()
+    }
 }
+
+/// The system's real-time clock, in nanoseconds since the Unix epoch (0
+/// before it, `u64::MAX` after 2554).
+pub(crate) fn system_unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// The Unix time a `ManualClock` standing at zero reads (2024-01-01T00:00:00Z):
+/// a manual clock's `unix_now` is this plus its own time. A test that
+/// restarts a durable engine under a manual clock continues the time line by
+/// advancing the new clock to where the old one stood.
+pub const MANUAL_UNIX_ORIGIN: u64 = 1_704_067_200_000_000_000;
 
 /// The system's monotonic clock.
 ///
@@ -216,6 +239,10 @@ impl Clock for ManualClock {
 
     fn on_advance(&self, callback: Box<dyn Fn() + Send + Sync>) {
         lock(&self.inner.callbacks).push(callback);
+    }
+
+    fn unix_now(&self) -> u64 {
+        MANUAL_UNIX_ORIGIN.saturating_add(self.now().0)
     }
 }
 

@@ -15,9 +15,11 @@ use crate::clock::{Clock, Nanos, SystemClock, duration_nanos};
 use crate::config::{QueueConfig, validate_name};
 use crate::driver::{Driver, DriverSignal};
 use crate::error::Error;
+use crate::journal::{Journal, Record, SyncPolicy};
+use crate::log::RecoveryReport;
 use crate::queue::{Queue, QueueCore};
 use crate::receipt::{ReceiptKey, random_u64};
-use crate::sync::{Arc, AtomicU32, IdCount, Mutex, Ordering, StatCountUsize, fence, lock};
+use crate::sync::{Arc, AtomicU32, IdCount, Mutex, OnceLock, Ordering, StatCountUsize, fence, lock};
 
 /// What every queue of an engine shares.
 /// Most queues one engine creates over its life (a queue's ordinal is a `u32`
@@ -36,6 +38,8 @@ pub(crate) struct EngineShared {
     pub(crate) waiting: Arc<StatCountUsize>,
     /// How operations wake a sleeping driver for a deadline it has not seen.
     pub(crate) driver: Arc<DriverSignal>,
+    /// The hand-off to the log writer of a durable engine (`journal.rs`).
+    pub(crate) journal: Option<Arc<Journal>>,
 }
 
 pub(crate) struct EngineInner {
@@ -49,6 +53,11 @@ pub(crate) struct EngineInner {
     default_shards: usize,
     registry: Mutex<()>,
     driver: Mutex<Option<Driver>>,
+    /// Stops a durable engine's log writer after its last records are
+    /// written (set by the `log` module, which the core does not know).
+    pub(crate) closer: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    /// What opening the data dir found (a durable engine).
+    pub(crate) recovery: OnceLock<RecoveryReport>,
 }
 
 impl fmt::Debug for EngineInner {
@@ -76,6 +85,9 @@ impl Drop for EngineInner {
     fn drop(&mut self) {
         if let Some(driver) = lock(&self.driver).take() {
             driver.stop();
+        }
+        if let Some(close) = lock(&self.closer).take() {
+            close();
         }
     }
 }
@@ -130,6 +142,18 @@ impl EngineBuilder {
     /// Starts the engine (and, with a non-manual clock, its driver thread).
     #[must_use]
     pub fn build(self) -> Engine {
+        self.build_with(None)
+    }
+
+    /// Makes the engine durable: it keeps its queues and messages in a
+    /// write-ahead log in `path` and recovers them when opened again
+    /// (docs/durability.md). Finish with `DurableBuilder::open`.
+    pub fn data_dir(self, path: impl Into<std::path::PathBuf>) -> crate::log::DurableBuilder {
+        crate::log::DurableBuilder::new(self, path.into())
+    }
+
+    /// The builder's parts the `log` module needs to open an engine.
+    pub(crate) fn build_with(self, journal: Option<Arc<Journal>>) -> Engine {
         let clock = self.clock.unwrap_or_else(|| Box::new(SystemClock::new()));
         let manual = clock.is_manual();
         // The wheel's tick: the largest power of two of nanoseconds within the
@@ -149,6 +173,7 @@ impl EngineBuilder {
             tick_shift,
             waiting,
             driver: Arc::default(),
+            journal,
         });
         let inner = Arc::new(EngineInner {
             shared,
@@ -158,6 +183,8 @@ impl EngineBuilder {
             default_shards,
             registry: Mutex::new(()),
             driver: Mutex::new(None),
+            closer: Mutex::new(None),
+            recovery: OnceLock::new(),
         });
         let weak = Arc::downgrade(&inner);
         if manual {
@@ -220,6 +247,11 @@ impl Engine {
         self.inner.shared.clock.now()
     }
 
+    /// The engine clock's Unix time (`Clock::unix_now`).
+    pub(crate) fn unix_now(&self) -> u64 {
+        self.inner.shared.clock.unix_now()
+    }
+
     /// Creates a queue. Validates the name and config, that the name is free
     /// and that the dead-letter queue exists; on error nothing is created.
     pub fn create_queue(&self, name: &str, config: QueueConfig) -> Result<Queue, Error> {
@@ -247,12 +279,55 @@ impl Engine {
             });
         }
         self.inner.next_ordinal.store(ordinal + 1, Ordering::Relaxed);
+        if let Some(journal) = &self.inner.shared.journal {
+            // Durable before the queue exists, so every record of its
+            // messages follows it in the log.
+            let record = Record::QueueCreated { queue: ordinal, name: name.to_string(), config: config.clone() };
+            journal.commit_now(record).map_err(|failure| Error::storage(failure, None))?;
+        }
+        Ok(self.insert_queue(name, ordinal, config, dead_letter))
+    }
+
+    /// Adds a queue that passed every check (and, on a durable engine, was
+    /// recorded) to the registry; call with the registry lock held.
+    fn insert_queue(
+        &self,
+        name: &str,
+        ordinal: u32,
+        config: QueueConfig,
+        dead_letter: Option<Arc<QueueCore>>,
+    ) -> Queue {
         let shards = config.shards.unwrap_or(self.inner.default_shards);
         let core =
             Arc::new(QueueCore::new(name.to_string(), ordinal, config, shards, self.inner.shared.clone(), dead_letter));
         self.inner.queues.insert(name.to_string(), core.clone());
         self.inner.refresh_live();
-        Ok(Queue { core, _engine: self.inner.clone() })
+        Queue { core, _engine: self.inner.clone() }
+    }
+
+    /// Re-creates a queue the log recorded (ordinal and all), without
+    /// recording it again: a durable engine's open. Queues come in the order
+    /// they were created, so a dead-letter queue is there before its users.
+    pub(crate) fn restore_queue(&self, ordinal: u32, name: &str, config: QueueConfig) -> Result<Queue, Error> {
+        let _serial = lock(&self.inner.registry);
+        let dead_letter = match &config.dead_letter_queue {
+            None => None,
+            Some(dlq) => match self.inner.queues.get(dlq.as_str()) {
+                Some(core) => Some(core.value().clone()),
+                None => return Err(Error::DeadLetterQueueNotFound { name: dlq.clone() }),
+            },
+        };
+        let next = self.inner.next_ordinal.load(Ordering::Relaxed).max(ordinal.saturating_add(1));
+        self.inner.next_ordinal.store(next, Ordering::Relaxed);
+        Ok(self.insert_queue(name, ordinal, config, dead_letter))
+    }
+
+    /// Makes every queue ordinal below `next` used (a durable engine never
+    /// reuses the ordinal of a deleted queue: its records name it).
+    pub(crate) fn skip_ordinals(&self, next: u32) {
+        let _serial = lock(&self.inner.registry);
+        let next = self.inner.next_ordinal.load(Ordering::Relaxed).max(next);
+        self.inner.next_ordinal.store(next, Ordering::Relaxed);
     }
 
     /// The queue named `name`.
@@ -289,6 +364,12 @@ impl Engine {
         if let Some(used_by) = users.into_iter().next() {
             return Err(Error::QueueInUse { name: name.to_string(), used_by });
         }
+        if let Some(journal) = &self.inner.shared.journal {
+            // Durable before anything changes: a failed write deletes nothing.
+            journal
+                .commit_now(Record::QueueDeleted { queue: core.ordinal })
+                .map_err(|failure| Error::storage(failure, None))?;
+        }
         self.inner.queues.remove(name);
         self.inner.refresh_live();
         core.deleted.store(true, Ordering::Release);
@@ -307,6 +388,33 @@ impl Engine {
         if Arc::ptr_eq(&from.core, &to.core) {
             return Err(Error::InvalidConfig { field: "to", reason: "redrive needs two different queues".into() });
         }
-        Ok(from.core.redrive_to(&to.core, max))
+        let moved = from.core.redrive_to(&to.core, max);
+        from.core.settle(Ok(moved)).map_err(Error::from_lease_storage)
+    }
+
+    /// Waits until every record handed to the log before this call is on
+    /// disk, whatever the sync policy (a no-op for an in-memory engine). An
+    /// error means some record could not be written.
+    pub fn flush(&self) -> Result<(), Error> {
+        match &self.inner.shared.journal {
+            Some(journal) => journal.flush().map_err(|failure| Error::storage(failure, None)),
+            None => Ok(()),
+        }
+    }
+
+    /// What opening the data dir found: `None` for an in-memory engine.
+    pub fn recovery(&self) -> Option<&RecoveryReport> {
+        self.inner.recovery.get()
+    }
+
+    /// What the log writer of a durable engine has done; `None` for an
+    /// in-memory engine.
+    pub fn log_stats(&self) -> Option<crate::LogStats> {
+        self.inner.shared.journal.as_ref().map(|journal| journal.stats())
+    }
+
+    /// The sync policy of a durable engine; `None` for an in-memory one.
+    pub fn sync_policy(&self) -> Option<SyncPolicy> {
+        self.inner.shared.journal.as_ref().map(|journal| journal.policy)
     }
 }

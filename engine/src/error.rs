@@ -87,6 +87,14 @@ pub enum LeaseError {
     },
     /// The queue was deleted.
     QueueDeleted,
+    /// A durable engine could not write this call's record (disk full or an
+    /// I/O error). The call took effect in memory, but not on disk: after a
+    /// restart the message may be back (an ack) or its delivery count lower
+    /// (a receive); at-least-once still holds.
+    Storage {
+        /// What the file system said.
+        reason: String,
+    },
 }
 
 impl LeaseError {
@@ -134,6 +142,11 @@ impl fmt::Display for LeaseError {
                 write!(f, "dead-letter queue '{name}' is full; the message stays leased on its queue")
             }
             LeaseError::QueueDeleted => write!(f, "the queue was deleted"),
+            LeaseError::Storage { reason } => write!(
+                f,
+                "the log could not record this call ({reason}); it took effect in memory only, \
+                 so after a restart the message may be delivered again"
+            ),
         }
     }
 }
@@ -240,6 +253,31 @@ pub enum Error {
     },
     /// A lease operation failed.
     Lease(LeaseError),
+    /// A durable engine could not write to its data dir (disk full or an I/O
+    /// error): the call changed nothing. A refused send hands its payload
+    /// back.
+    Storage {
+        /// What the file system said.
+        reason: String,
+        /// The payload of a refused send.
+        payload: Option<Bytes>,
+    },
+    /// Another engine (in this or another process) has the data dir open.
+    DataDirLocked {
+        /// The data dir.
+        path: std::path::PathBuf,
+    },
+    /// The log has a damaged record before its end: recovery stops rather
+    /// than lose what follows silently. Open with `Repair::SkipDamaged` to
+    /// skip the damaged bytes (the recovery report says what was lost).
+    CorruptLog {
+        /// The segment file.
+        file: std::path::PathBuf,
+        /// Byte offset of the damaged record in it.
+        offset: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -260,6 +298,7 @@ impl Error {
     pub fn into_payload(self) -> Option<Bytes> {
         match self {
             Error::QueueFull { payload, .. } => Some(payload),
+            Error::Storage { payload, .. } => payload,
             _ => None,
         }
     }
@@ -304,6 +343,20 @@ impl fmt::Display for Error {
                 write!(f, "batch size {requested} is outside 1..={max}")
             }
             Error::Lease(e) => write!(f, "{e}"),
+            Error::Storage { reason, .. } => {
+                write!(f, "the data dir could not be written ({reason}); the call changed nothing")
+            }
+            Error::DataDirLocked { path } => write!(
+                f,
+                "data dir {} is open in another engine (its LOCK file is held); close that engine first",
+                path.display()
+            ),
+            Error::CorruptLog { file, offset, reason } => write!(
+                f,
+                "log file {} is damaged at byte {offset} ({reason}), before its end; recovery stopped. \
+                 Open with Repair::SkipDamaged to skip the damaged part and report what was lost",
+                file.display()
+            ),
         }
     }
 }
@@ -314,6 +367,33 @@ impl std::error::Error for Error {
             Error::Lease(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+impl Error {
+    /// A storage failure, handing `payload` back.
+    pub(crate) fn storage(failure: crate::journal::StorageFailure, payload: Option<Bytes>) -> Self {
+        Error::Storage { reason: failure.0.to_string(), payload }
+    }
+
+    /// A `LeaseError::Storage` as an `Error::Storage`; any other lease error
+    /// as `Error::Lease`.
+    pub(crate) fn from_lease_storage(error: LeaseError) -> Self {
+        match error {
+            LeaseError::Storage { reason } => Error::Storage { reason, payload: None },
+            other => Error::Lease(other),
+        }
+    }
+
+    /// An I/O error while opening or recovering a data dir.
+    pub(crate) fn io(context: &str, error: &std::io::Error) -> Self {
+        Error::Storage { reason: format!("{context}: {error}"), payload: None }
+    }
+}
+
+impl From<crate::journal::StorageFailure> for LeaseError {
+    fn from(failure: crate::journal::StorageFailure) -> Self {
+        LeaseError::Storage { reason: failure.0.to_string() }
     }
 }
 

@@ -62,8 +62,10 @@ mod driver;
 mod engine;
 mod error;
 mod identity;
+mod journal;
 mod lease;
 mod lifecycle;
+mod log;
 mod queue;
 mod ready;
 mod receipt;
@@ -77,7 +79,7 @@ mod waiters;
 mod wheel;
 
 pub use backoff::Backoff;
-pub use clock::{Clock, ManualClock, Nanos, SystemClock};
+pub use clock::{Clock, MANUAL_UNIX_ORIGIN, ManualClock, Nanos, SystemClock};
 pub use config::{
     LateAck, MAX_BATCH, MAX_CAPACITY, MAX_DURATION_SETTING, MAX_NAME_LEN, MAX_PAYLOAD_LIMIT, MAX_SHARDS, QueueConfig,
     validate_name,
@@ -86,6 +88,11 @@ pub use dead_letter::{AttemptOutcome, AttemptRecord, DeadLetterReason, DeadLette
 pub use delivery::{Delivery, ReceiveOptions, SendOptions};
 pub use engine::{Engine, EngineBuilder};
 pub use error::{Error, LeaseError, ReceiptError};
+#[cfg(loom)]
+#[doc(hidden)]
+pub use journal::loom_hooks;
+pub use journal::{LogStats, SyncPolicy};
+pub use log::{DEFAULT_SEGMENT_BYTES, DamagedRange, DurableBuilder, MIN_SEGMENT_BYTES, RecoveryReport, Repair};
 pub use queue::{Queue, ReceiveFuture};
 pub use receipt::{MessageId, Receipt};
 pub use stats::{QueueStats, SUGGESTION_MARGIN, SUGGESTION_MIN_SAMPLES};

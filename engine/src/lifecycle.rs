@@ -29,6 +29,7 @@ use crate::dead_letter::{
 use crate::delivery::Delivery;
 use crate::error::{Error, LeaseError, ReceiptError};
 use crate::identity::Identity;
+use crate::journal::{Journal, Record, SyncPolicy};
 use crate::lease::{Claim, Phase, Word, next, next_generation};
 use crate::queue::QueueCore;
 use crate::ready::ReadyEntry;
@@ -48,13 +49,55 @@ const SWEEP_BUDGET: usize = 4096;
 /// starts.
 const SWEEP_SLACK: usize = 1024;
 
-/// A message arriving from elsewhere (send, dead-letter, redrive).
+/// A message arriving from elsewhere (send, dead-letter, redrive, or the
+/// log at open).
 #[derive(Debug)]
 pub(crate) struct Arrival {
     pub(crate) id: Option<MessageId>,
     pub(crate) payload: Bytes,
     pub(crate) lifetime_deliveries: u32,
     pub(crate) history: Option<Box<History>>,
+    /// Deliveries it already had on this queue (non-zero only when restored
+    /// from the log).
+    pub(crate) delivery_count: u32,
+    pub(crate) origin: Origin,
+}
+
+impl Arrival {
+    /// A user's send.
+    pub(crate) fn sent(payload: Bytes, deliver_at: u64) -> Self {
+        Arrival {
+            id: None,
+            payload,
+            lifetime_deliveries: 0,
+            history: None,
+            delivery_count: 0,
+            origin: Origin::Send { deliver_at },
+        }
+    }
+}
+
+/// Where an arriving message comes from, which decides what the journal
+/// records for it (docs/durability.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// A user's send; `deliver_at` is the Unix time in nanoseconds it
+    /// matures at (0: at once).
+    Send { deliver_at: u64 },
+    /// Moved here from queue `from` (dead-letter, redrive).
+    Moved { from: u32 },
+    /// Restored from the log when a durable engine opened: already recorded.
+    Restored,
+}
+
+/// A message written into a slot its thread owns, not yet published: a send
+/// under `SyncPolicy::Always` publishes only once its record is durable.
+pub(crate) struct Staged<'s> {
+    shard: &'s Shard,
+    index: u32,
+    slot: &'s Slot,
+    pub(crate) id: MessageId,
+    delay: u64,
 }
 
 /// How an attempt failed.
@@ -94,32 +137,156 @@ impl QueueCore {
 
     /// Sends one message. Errors change nothing and hand the payload back.
     pub(crate) fn send_one(&self, payload: Bytes, delay: u64, now: u64) -> Result<MessageId, Error> {
+        self.check_send(&payload)?;
+        let Some(journal) = self.journal() else {
+            let arrival = Arrival::sent(payload, 0);
+            return self.accept(arrival, delay, now).map_err(|arrival| self.full(arrival.payload));
+        };
+        let arrival = Arrival::sent(payload, crate::journal::deliver_at(self.engine.clock.unix_now(), delay));
+        if journal.policy != SyncPolicy::Always {
+            return self.accept(arrival, delay, now).map_err(|arrival| self.full(arrival.payload));
+        }
+        // Always: the message becomes receivable only once its record is on
+        // disk, so a failed write refuses the send and changes nothing, and
+        // no consumer sees a message a crash could then take back.
+        let staged = self.stage(arrival, delay, now).map_err(|arrival| self.full(arrival.payload))?;
+        match journal.settle() {
+            Ok(()) => {
+                let id = staged.id;
+                self.publish_staged(staged, now);
+                Ok(id)
+            }
+            Err(failure) => Err(Error::storage(failure, Some(self.unstage(staged)))),
+        }
+    }
+
+    /// Sends several messages at `now`, receivable at once; one result per
+    /// payload, in order. Under `SyncPolicy::Always` the records of every
+    /// message the batch placed are synced as one group before any of them is
+    /// published.
+    pub(crate) fn send_many(&self, payloads: impl Iterator<Item = Bytes>, now: u64) -> Vec<Result<MessageId, Error>> {
+        let Some(journal) = self.journal().filter(|j| j.policy == SyncPolicy::Always) else {
+            return payloads.map(|payload| self.send_one(payload, 0, now)).collect();
+        };
+        let mut results = Vec::new();
+        let mut staged = Vec::new();
+        for payload in payloads {
+            let result = self.check_send(&payload).and_then(|()| {
+                self.stage(Arrival::sent(payload, 0), 0, now).map_err(|arrival| self.full(arrival.payload))
+            });
+            match result {
+                Ok(message) => {
+                    results.push(Ok(message.id));
+                    staged.push((results.len() - 1, message));
+                }
+                Err(error) => results.push(Err(error)),
+            }
+        }
+        if staged.is_empty() {
+            return results;
+        }
+        match journal.settle() {
+            Ok(()) => staged.into_iter().for_each(|(_, message)| self.publish_staged(message, now)),
+            Err(failure) => {
+                for (at, message) in staged {
+                    results[at] = Err(Error::storage(failure.clone(), Some(self.unstage(message))));
+                }
+            }
+        }
+        results
+    }
+
+    /// Restores a message from the log at open (no record: the log has it),
+    /// receivable after `delay`; hands it back if the queue is full.
+    pub(crate) fn restore(&self, arrival: Arrival, delay: u64) -> Result<MessageId, Arrival> {
+        debug_assert_eq!(arrival.origin, Origin::Restored);
+        self.accept(arrival, delay, self.now())
+    }
+
+    /// The checks every send passes before it touches a slot.
+    pub(crate) fn check_send(&self, payload: &Bytes) -> Result<(), Error> {
         if payload.len() > self.config.max_payload {
             return Err(Error::MessageTooLarge { size: payload.len(), max: self.config.max_payload });
         }
-        let arrival = Arrival { id: None, payload, lifetime_deliveries: 0, history: None };
-        self.accept(arrival, delay, now)
-            .map_err(|arrival| Error::QueueFull { capacity: self.config.max_messages, payload: arrival.payload })
+        if let Some(journal) = self.journal() {
+            if let Some(failure) = journal.refusal() {
+                return Err(Error::storage(failure, Some(payload.clone())));
+            }
+            journal.throttle();
+        }
+        Ok(())
+    }
+
+    /// The error of a send that found every shard full.
+    pub(crate) fn full(&self, payload: Bytes) -> Error {
+        Error::QueueFull { capacity: self.config.max_messages, payload }
+    }
+
+    /// The engine's journal, for a durable engine.
+    #[inline]
+    pub(crate) fn journal(&self) -> Option<&Journal> {
+        self.engine.journal.as_deref()
     }
 
     /// Places a message in a free slot (home shard first), or hands it back
     /// if every shard is full.
     pub(crate) fn accept(&self, arrival: Arrival, delay: u64, now: u64) -> Result<MessageId, Arrival> {
+        let staged = self.stage(arrival, delay, now)?;
+        let id = staged.id;
+        self.publish_staged(staged, now);
+        Ok(id)
+    }
+
+    /// Writes a message into a free slot (home shard first) without
+    /// publishing it, and hands its record to the journal; hands the message
+    /// back if every shard is full.
+    pub(crate) fn stage(&self, arrival: Arrival, delay: u64, now: u64) -> Result<Staged<'_>, Arrival> {
         for index in self.ring.walk() {
             let shard = &self.shards[index];
             if let Some((index, slot)) = shard.slab.allocate() {
-                let id = arrival.id.unwrap_or_else(|| shard.next_id(&self.engine.id_blocks));
-                self.place(shard, index, slot, id, arrival, delay, now);
-                return Ok(id);
+                let id = arrival.id.unwrap_or_else(|| shard.next_id(&self.engine.id_blocks, self.journal()));
+                self.fill(slot, id, arrival, delay, now);
+                return Ok(Staged { shard, index, slot, id, delay });
             }
         }
         Err(arrival)
     }
 
-    /// send: `Free(g)` -> `Ready(g)` / `Delayed(g)`, on a slot the caller just
-    /// allocated (and therefore owns).
-    #[allow(clippy::too_many_arguments)]
-    fn place(&self, shard: &Shard, index: u32, slot: &Slot, id: MessageId, arrival: Arrival, delay: u64, now: u64) {
+    /// Takes a staged message back out of its slot (its record failed) and
+    /// returns the slot to the free list; hands the payload back.
+    pub(crate) fn unstage(&self, staged: Staged<'_>) -> Bytes {
+        // SAFETY: a staged slot is owned by this thread and was never
+        // published.
+        let (payload, history) =
+            unsafe { staged.slot.body_mut(|body| (std::mem::take(&mut body.payload), body.identity.take_history())) };
+        drop(history);
+        // The slot's word is still the `Free` it was allocated with.
+        staged.shard.slab.free(staged.index, staged.slot);
+        payload
+    }
+
+    /// The first half of send (`Free(g)` -> `Ready(g)` / `Delayed(g)`): the
+    /// body of a slot the caller just allocated (and therefore owns), and
+    /// the arrival's record, pushed before the publish (`journal.rs`).
+    fn fill(&self, slot: &Slot, id: MessageId, arrival: Arrival, delay: u64, now: u64) {
+        if let Some(journal) = self.journal() {
+            let record = match arrival.origin {
+                Origin::Send { deliver_at } => {
+                    Some(Record::Sent { queue: self.ordinal, id: id.0, deliver_at, payload: arrival.payload.clone() })
+                }
+                Origin::Moved { from } => Some(Record::Moved {
+                    from,
+                    to: self.ordinal,
+                    id: id.0,
+                    carried: arrival.lifetime_deliveries,
+                    dead_letter: arrival.history.as_ref().and_then(|h| h.dead_letter.clone()),
+                }),
+                Origin::Restored => None,
+            };
+            if let Some(record) = record {
+                journal.push(record);
+            }
+        }
         // SAFETY: the slot came from `Slab::allocate` and is not published:
         // this thread is its only owner.
         unsafe {
@@ -132,7 +299,12 @@ impl QueueCore {
             });
         }
         // SAFETY: as above.
-        unsafe { slot.set_delivery_count(0) };
+        unsafe { slot.set_delivery_count(arrival.delivery_count) };
+    }
+
+    /// The second half of send: publishes a staged message.
+    pub(crate) fn publish_staged(&self, staged: Staged<'_>, now: u64) {
+        let Staged { shard, index, slot, delay, .. } = staged;
         // A statistic, published with the lease word below.
         slot.set_sent_at(now);
         let published = next::sent(slot.lease.load(), delay > 0);
@@ -208,6 +380,9 @@ impl QueueCore {
                 (body.identity.id(), body.payload.clone(), count, body.lifetime_deliveries(count), dead_letter)
             })
         };
+        if let Some(journal) = self.journal() {
+            journal.push(Record::Received { queue: self.ordinal, id, count });
+        }
         let stats = &shard.stats;
         // The ready outflow and the in-flight inflow at once.
         stats.add(Counter::Received, 1);
@@ -370,6 +545,11 @@ impl QueueCore {
         after_expiry: Option<Counter>,
         freed: Option<&mut Vec<(usize, u32, &'s Slot)>>,
     ) {
+        if let Some(journal) = self.journal() {
+            // SAFETY: we hold the claim.
+            let id = unsafe { Self::claimed_id(slot) };
+            journal.push(Record::Gone { queue: self.ordinal, id: id.0 });
+        }
         // SAFETY: we hold the claim.
         let (payload, history, processing, left) = unsafe {
             slot.body_mut(|body| {
@@ -656,6 +836,8 @@ impl QueueCore {
             payload,
             lifetime_deliveries: lifetime,
             history: Some(Box::new(history)),
+            delivery_count: 0,
+            origin: Origin::Moved { from: self.ordinal },
         };
         if dead_letter_queue.deleted.load(Ordering::Acquire) || dead_letter_queue.accept(arrival, 0, now).is_err() {
             return Err(claim);
@@ -905,8 +1087,16 @@ impl QueueCore {
         Some((slot, claim))
     }
 
-    /// purge / moved away: any occupied phase -> `Free(g + 1)`.
+    /// purge / moved away: any occupied phase -> `Free(g + 1)`. A purge
+    /// records the message as gone; a move's record was the arrival's.
     fn discard(&self, shard: &Shard, index: u32, slot: &Slot, claim: Claim<'_>, reason: Counter) {
+        if reason == Counter::Purged && !self.deleted.load(Ordering::Relaxed) {
+            if let Some(journal) = self.journal() {
+                // SAFETY: we hold the claim.
+                let id = unsafe { Self::claimed_id(slot) };
+                journal.push(Record::Gone { queue: self.ordinal, id: id.0 });
+            }
+        }
         let outflow = match claim.before().phase() {
             Phase::Ready => Counter::ReadyOut,
             Phase::Delayed => Counter::DelayedOut,
@@ -942,8 +1132,14 @@ impl QueueCore {
                     let count = slot.delivery_count();
                     slot.body(|body| (body.identity.id(), body.payload.clone(), body.lifetime_deliveries(count)))
                 };
-                let arrival =
-                    Arrival { id: Some(MessageId(id)), payload, lifetime_deliveries: lifetime, history: None };
+                let arrival = Arrival {
+                    id: Some(MessageId(id)),
+                    payload,
+                    lifetime_deliveries: lifetime,
+                    history: None,
+                    delivery_count: 0,
+                    origin: Origin::Moved { from: self.ordinal },
+                };
                 if to.accept(arrival, 0, now).is_err() {
                     claim.revert();
                     shard.ready.push(entry);

@@ -19,6 +19,7 @@ use crate::dead_letter::DeadLetterLog;
 use crate::delivery::{Delivery, ReceiveOptions, SendOptions};
 use crate::engine::{EngineInner, EngineShared};
 use crate::error::{Error, LeaseError};
+use crate::journal::SyncPolicy;
 use crate::receipt::{MessageId, Receipt};
 use crate::shard::{Shard, ShardRing, shard_capacity};
 use crate::stats::QueueStats;
@@ -113,6 +114,35 @@ impl QueueCore {
         stats.ready + stats.delayed + stats.in_flight
     }
 
+    /// Under `SyncPolicy::Always`, waits until the records this thread just
+    /// pushed are durable; a failure turns a successful `result` into
+    /// `LeaseError::Storage`.
+    #[inline]
+    pub(crate) fn settle<T>(&self, result: Result<T, LeaseError>) -> Result<T, LeaseError> {
+        match (self.journal(), result) {
+            (Some(journal), Ok(value)) => journal.settle().map(|()| value).map_err(LeaseError::from),
+            (_, result) => result,
+        }
+    }
+
+    /// A receive's end: under `SyncPolicy::Always` its delivery-count records
+    /// must be durable before the deliveries are handed out. If they could
+    /// not be written the deliveries are withheld (their leases run out as
+    /// usual) and the call fails.
+    pub(crate) fn settle_receive(&self, out: &mut Vec<Delivery>, start: usize) -> Result<usize, Error> {
+        let received = out.len() - start;
+        if received == 0 {
+            return Ok(0);
+        }
+        match self.settle(Ok(received)) {
+            Ok(received) => Ok(received),
+            Err(error) => {
+                out.truncate(start);
+                Err(Error::from_lease_storage(error))
+            }
+        }
+    }
+
     pub(crate) fn stats(&self) -> QueueStats {
         let now = self.now();
         self.run_all_timers(now);
@@ -193,7 +223,7 @@ impl Queue {
             return payloads.into_iter().map(|_| Err(e.clone())).collect();
         }
         let now = core.now();
-        let results: Vec<_> = payloads.into_iter().map(|p| core.send_one(p.into(), 0, now)).collect();
+        let results = core.send_many(payloads.into_iter().map(Into::into), now);
         if results.iter().any(Result::is_ok) {
             core.waiters.notify();
         }
@@ -228,7 +258,7 @@ impl Queue {
         core.receive_ready(limit, visibility, now, out);
         let wait = options.wait.unwrap_or(Duration::ZERO);
         if out.len() > start || wait.is_zero() {
-            return Ok(out.len() - start);
+            return core.settle_receive(out, start);
         }
         let until = now.saturating_add(duration_nanos(wait));
         let manual = core.engine.clock.is_manual();
@@ -238,7 +268,7 @@ impl Queue {
             core.receive_ready(limit, visibility, now, out);
             if out.len() > start || now >= until {
                 core.waiters.deregister(registration);
-                return Ok(out.len() - start);
+                return core.settle_receive(out, start);
             }
             if let Err(deleted) = core.check_live() {
                 core.waiters.deregister(registration);
@@ -259,14 +289,14 @@ impl Queue {
     /// woken by sends, releases and expiries, and its wait runs out on the
     /// engine's driver tick (or, with a manual clock, when the clock passes it).
     pub fn receive_async(&self, max: usize, options: ReceiveOptions) -> ReceiveFuture {
-        ReceiveFuture { queue: self.clone(), max, options, until: None, registration: None }
+        ReceiveFuture { queue: self.clone(), max, options, until: None, registration: None, committing: None }
     }
 
     /// Acks the attempt `receipt` names: the message is gone for good.
     pub fn ack(&self, receipt: &Receipt) -> Result<(), LeaseError> {
         let result = self.core.ack(receipt);
         self.core.note_late_call(receipt, &result);
-        result
+        self.core.settle(result)
     }
 
     /// Acks several receipts; one result per receipt, in order. The clock is
@@ -274,9 +304,14 @@ impl Queue {
     /// time the batch started.
     #[must_use]
     pub fn ack_batch(&self, receipts: &[Receipt]) -> Vec<Result<(), LeaseError>> {
-        let results = self.core.ack_batch_at(receipts, self.core.now());
+        let mut results = self.core.ack_batch_at(receipts, self.core.now());
         for (receipt, result) in receipts.iter().zip(&results) {
             self.core.note_late_call(receipt, result);
+        }
+        if let Err(failure) = self.core.settle(Ok(())) {
+            for result in results.iter_mut().filter(|r| r.is_ok()) {
+                *result = Err(failure.clone());
+            }
         }
         results
     }
@@ -294,7 +329,7 @@ impl Queue {
     pub fn release(&self, receipt: &Receipt, delay: Duration) -> Result<(), LeaseError> {
         let result = self.core.release(receipt, Some(delay));
         self.core.note_late_call(receipt, &result);
-        result
+        self.core.settle(result)
     }
 
     /// Like `release`, with the delay the queue's `backoff` gives for this
@@ -302,7 +337,7 @@ impl Queue {
     pub fn release_with_backoff(&self, receipt: &Receipt) -> Result<(), LeaseError> {
         let result = self.core.release(receipt, None);
         self.core.note_late_call(receipt, &result);
-        result
+        self.core.settle(result)
     }
 
     /// Moves the message to the dead-letter queue now (the consumer declares it
@@ -310,14 +345,15 @@ impl Queue {
     pub fn dead_letter(&self, receipt: &Receipt, reason: &str) -> Result<(), LeaseError> {
         let result = self.core.dead_letter(receipt, reason);
         self.core.note_late_call(receipt, &result);
-        result
+        self.core.settle(result)
     }
 
     /// Removes every message (ready, delayed and in flight); returns how many.
     /// Receipts of purged messages become stale.
     pub fn purge(&self) -> Result<u64, Error> {
         self.core.check_live()?;
-        Ok(self.core.purge_all())
+        let purged = self.core.purge_all();
+        self.core.settle(Ok(purged)).map_err(Error::from_lease_storage)
     }
 
     /// Lease pressure right now. O(shards) plus a scan of the slots in use
@@ -342,6 +378,9 @@ pub struct ReceiveFuture {
     options: ReceiveOptions,
     until: Option<u64>,
     registration: Option<Registration>,
+    /// Under `SyncPolicy::Always`: the deliveries taken, held back until the
+    /// log record of the last one's delivery count is durable.
+    committing: Option<(Vec<Delivery>, u64)>,
 }
 
 impl fmt::Debug for ReceiveFuture {
@@ -356,6 +395,18 @@ impl Future for ReceiveFuture {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let core = &this.queue.core;
+        if let Some((_, seq)) = this.committing {
+            let journal = core.journal().expect("only a durable queue commits");
+            return match journal.poll_durable(seq, cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(result) => {
+                    let (out, _) = this.committing.take().expect("checked above");
+                    // A failed record withholds the deliveries (their leases
+                    // run out as usual), as `settle_receive` does.
+                    Poll::Ready(result.map(|()| out).map_err(|f| Error::from_lease_storage(LeaseError::from(f))))
+                }
+            };
+        }
         if let Err(e) = core.check_live().and_then(|()| QueueCore::check_batch(this.max)) {
             return Poll::Ready(Err(e));
         }
@@ -382,7 +433,17 @@ impl Future for ReceiveFuture {
         if let Some(registration) = this.registration.take() {
             core.waiters.deregister(registration);
         }
-        Poll::Ready(Ok(out))
+        // Under `SyncPolicy::Always` the deliveries wait, without blocking
+        // the executor's thread, for the group commit of their delivery
+        // counts (docs/durability.md): the records were pushed by this
+        // thread just now, so the last one it pushed covers them all.
+        if let Some(journal) = core.journal().filter(|j| j.policy == SyncPolicy::Always && !out.is_empty()) {
+            if let Some(seq) = journal.last_pushed_here() {
+                this.committing = Some((out, seq));
+                return Pin::new(this).poll(cx);
+            }
+        }
+        Poll::Ready(core.settle_receive(&mut out, 0).map(|_| out))
     }
 }
 

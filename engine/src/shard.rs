@@ -8,6 +8,7 @@
 
 use crossbeam_utils::CachePadded;
 
+use crate::journal::Journal;
 use crate::ready::{ReadyEntry, ReadyQueue};
 use crate::receipt::MessageId;
 use crate::slot::Slab;
@@ -48,8 +49,13 @@ impl Shard {
     /// compare-exchange at a time. 2^64 ids last 584 years at a billion sends
     /// a second; a block that lost the race to replace a used-up one is
     /// skipped, never reused.
+    ///
+    /// A durable engine's journal reserves ids in the log before a block
+    /// is used (`Journal::reserve_ids`), so a restart never hands one out
+    /// again; a failed reservation means the disk is failing, and the send's
+    /// own record reports that.
     #[inline]
-    pub(crate) fn next_id(&self, blocks: &IdCount) -> MessageId {
+    pub(crate) fn next_id(&self, blocks: &IdCount, journal: Option<&Journal>) -> MessageId {
         // Relaxed throughout: uniqueness needs only the atomicity of each
         // read-modify-write, and no transition reads an id to decide anything.
         let mut current = self.id_cursor.load(Ordering::Relaxed);
@@ -62,6 +68,9 @@ impl Shard {
                 continue;
             }
             let start = blocks.fetch_add(ID_BLOCK, Ordering::Relaxed);
+            if let Some(journal) = journal {
+                let _ = journal.reserve_ids(start + ID_BLOCK);
+            }
             match self.id_cursor.compare_exchange(current, start + 1, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return MessageId(start),
                 Err(actual) => current = actual,
@@ -193,7 +202,7 @@ mod tests {
             .map(|t| {
                 let (blocks, shards) = (blocks.clone(), shards.clone());
                 std::thread::spawn(move || {
-                    (0..per_thread).map(|i| shards[(t + i) % 3].next_id(&blocks).as_u64()).collect::<Vec<_>>()
+                    (0..per_thread).map(|i| shards[(t + i) % 3].next_id(&blocks, None).as_u64()).collect::<Vec<_>>()
                 })
             })
             .collect();

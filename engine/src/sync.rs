@@ -52,7 +52,7 @@ mod imp {
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
     pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
-    pub(crate) use loom::sync::{Mutex, MutexGuard};
+    pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
     pub(crate) use std::sync::{Arc, OnceLock, Weak};
 
     /// Under loom a spin must yield, or the model never schedules the thread

@@ -42,6 +42,13 @@ pub(crate) struct Message {
     pub(crate) failures: Vec<AttemptRecord>,
     /// Why it was dead-lettered, if it was.
     pub(crate) dead_letter: Option<Arc<DeadLetterRecord>>,
+    /// The end of the delay its send asked for (0: none). A durable engine
+    /// logs only this delay, so only it survives a restart.
+    pub(crate) logged_until: u64,
+    /// The operation (ready group number) that placed it on this queue: its
+    /// place in a durable engine's log, where one operation's arrivals keep
+    /// an order the contract leaves open.
+    pub(crate) arrival_group: u64,
 }
 
 impl Message {
@@ -58,6 +65,8 @@ impl Message {
             expired_attempt: None,
             failures: Vec::new(),
             dead_letter: None,
+            logged_until: if delay > 0 { now.saturating_add(delay) } else { 0 },
+            arrival_group: 0,
         }
     }
 

@@ -29,6 +29,8 @@ use crate::message::{Message, State};
 use crate::stats::{Counters, ModelStats};
 use crate::validate::{Broken, config_rule_broken, name_is_valid};
 
+mod restart;
+
 /// A queue the model created, by creation order (stays valid after delete,
 /// like a `Queue` handle).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -384,6 +386,8 @@ impl Model {
         self.next_stay += 1;
         let group = self.group;
         let ready = message.state == State::Ready;
+        let mut message = message;
+        message.arrival_group = group;
         let q = self.qm(queue);
         q.messages.insert(stay, message);
         if ready {

@@ -21,7 +21,7 @@ pub mod receipt_text;
 mod run;
 
 pub use ops::{BackoffSpec, ConfigSpec, NAMES, NameChoice, Op, ReceiptPick, Span};
-pub use run::{Divergence, MAX_STEPS, Outcome, error_key, run};
+pub use run::{Divergence, MAX_RESTARTS, MAX_STEPS, Outcome, error_key, run};
 
 /// Decodes fuzz input bytes into operations, as the `ops_vs_model` target does.
 #[cfg(feature = "arbitrary")]

@@ -291,15 +291,20 @@ pub enum Op {
         /// Queue.
         queue: u8,
     },
+    /// Closes the engine and opens its data dir again (a run that has one
+    /// runs on a durable engine; `docs/durability.md` says what a restart
+    /// keeps). Every queue handle and receipt from before belongs to the
+    /// closed engine.
+    Restart,
 }
 
-/// Operations are drawn with weights (out of 116), so that queues live long
-/// enough to carry traffic: deletes and purges are rare, sends and receives
-/// common.
+/// Operations are drawn with weights (out of 118), so that queues live long
+/// enough to carry traffic: deletes, purges and restarts are rare, sends and
+/// receives common.
 #[cfg(feature = "arbitrary")]
 impl<'a> Arbitrary<'a> for Op {
     fn arbitrary(u: &mut arbitrary::Unstructured<'a>) -> arbitrary::Result<Self> {
-        Ok(match u.int_in_range(0u8..=115)? {
+        Ok(match u.int_in_range(0u8..=117)? {
             0..=7 => Op::Create { name: u.arbitrary()?, config: u.arbitrary()? },
             8..=9 => Op::Delete { name: u.arbitrary()? },
             10..=29 => Op::Send { queue: u.arbitrary()?, size: u.arbitrary()?, delay: u.arbitrary()? },
@@ -316,6 +321,7 @@ impl<'a> Arbitrary<'a> for Op {
             90..=103 => Op::Advance { by: u.arbitrary()? },
             104..=105 => Op::Purge { queue: u.arbitrary()? },
             106..=109 => Op::Redrive { from: u.arbitrary()?, to: u.arbitrary()?, max: u.arbitrary()? },
+            116..=117 => Op::Restart,
             _ => Op::Stats { queue: u.arbitrary()? },
         })
     }

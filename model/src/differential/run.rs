@@ -8,11 +8,16 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use leaseq::{Delivery, Engine, Error, LeaseError, ManualClock, MessageId, Queue, QueueStats, Receipt, ReceiveOptions};
+use leaseq::{
+    Clock, Delivery, Engine, Error, LeaseError, ManualClock, MessageId, Queue, QueueStats, Receipt, ReceiveOptions,
+    SyncPolicy,
+};
 
 use super::ops::{Op, ReceiptPick, Span};
 use crate::{Model, ModelDelivery, ModelReceipt, ModelStats, QueueRef};
@@ -20,6 +25,12 @@ use crate::{Model, ModelDelivery, ModelReceipt, ModelStats, QueueRef};
 /// Most steps one run executes (keeps the clock far from overflow: at most
 /// one year per step).
 pub const MAX_STEPS: usize = 256;
+
+/// Most restarts one run executes; later `Restart`s do nothing. Each one
+/// closes and reopens a data dir (a few milliseconds in a debug build), and
+/// inputs made of little but restarts would otherwise dominate the corpus
+/// replay.
+pub const MAX_RESTARTS: usize = 8;
 
 /// The first difference between engine and model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +67,9 @@ pub struct Outcome {
 /// Runs `ops` (at most `MAX_STEPS`) against a fresh engine and model, then
 /// compares stats of every queue and drains every live queue.
 pub fn run(ops: &[Op]) -> Result<Outcome, Divergence> {
-    let mut run = Differential::new();
+    // Only a run that restarts needs a data dir (and a log writer).
+    let durable = ops.iter().take(MAX_STEPS).any(|op| *op == Op::Restart);
+    let mut run = Differential::new(durable)?;
     let mut steps = 0;
     for op in ops.iter().take(MAX_STEPS) {
         run.step = steps;
@@ -89,6 +102,12 @@ struct Issued {
 struct Differential {
     clock: ManualClock,
     engine: Engine,
+    /// The durable engine's data dir (removed when the run ends).
+    dir: Option<PathBuf>,
+    /// Queues whose handle, since a restart, stands in for a deleted queue
+    /// (a deleted queue of the closed engine is gone from the new one).
+    stand_ins: HashSet<usize>,
+    restarts: usize,
     model: Model,
     /// Handles in creation order; index = `QueueRef`.
     queues: Vec<Queue>,
@@ -100,13 +119,43 @@ struct Differential {
     op: String,
 }
 
+/// Opens (or reopens) the durable engine of a run: the policy that writes
+/// without syncing (a clean close loses nothing), small segments.
+fn open_durable(clock: &ManualClock, dir: &std::path::Path) -> Result<Engine, Error> {
+    Engine::builder()
+        .clock(clock.clone())
+        .default_shards(1)
+        .data_dir(dir)
+        .sync(SyncPolicy::Never)
+        .segment_bytes(64 << 10)
+        .open()
+}
+
 impl Differential {
-    fn new() -> Self {
+    fn new(durable: bool) -> Result<Self, Divergence> {
+        static RUNS: AtomicU64 = AtomicU64::new(0);
         let clock = ManualClock::new();
-        let engine = Engine::builder().clock(clock.clone()).default_shards(1).build();
-        Differential {
+        let dir = durable.then(|| {
+            let run = RUNS.fetch_add(1, Ordering::Relaxed);
+            std::env::temp_dir().join(format!("leaseq-differential-{}-{run}", std::process::id()))
+        });
+        let engine = match &dir {
+            None => Engine::builder().clock(clock.clone()).default_shards(1).build(),
+            Some(dir) => {
+                let _ = std::fs::remove_dir_all(dir);
+                open_durable(&clock, dir).map_err(|e| Divergence {
+                    step: 0,
+                    op: "open".into(),
+                    what: format!("the durable engine did not open: {e}"),
+                })?
+            }
+        };
+        Ok(Differential {
             clock,
             engine,
+            dir,
+            stand_ins: HashSet::new(),
+            restarts: 0,
             model: Model::new(1),
             queues: Vec::new(),
             issued: Vec::new(),
@@ -115,7 +164,56 @@ impl Differential {
             payloads: 0,
             step: 0,
             op: String::new(),
+        })
+    }
+
+    /// Closes the engine and opens its data dir again; the model restarts
+    /// too. Handles are taken anew by name (a deleted queue's by a stand-in
+    /// that refuses everything as deleted), and every receipt issued so far
+    /// belongs to the closed engine.
+    fn restart(&mut self) -> Result<(), Divergence> {
+        let Some(dir) = self.dir.clone() else { return Ok(()) };
+        if self.restarts == MAX_RESTARTS {
+            return Ok(());
         }
+        self.restarts += 1;
+        let names: Vec<String> = (0..self.queues.len()).map(|i| self.model.name(QueueRef(i)).to_string()).collect();
+        self.queues.clear();
+        let now = self.clock.now();
+        drop(std::mem::replace(&mut self.engine, Engine::new()));
+        let clock = ManualClock::new();
+        clock.advance_to(now);
+        self.engine = open_durable(&clock, &dir).map_err(|e| self.diverge(format!("reopen: {e}")))?;
+        self.clock = clock;
+        let moved = self.model.restart();
+        let report = self.engine.recovery().cloned().ok_or_else(|| self.diverge("no recovery report"))?;
+        self.expect(report.dead_lettered == moved, || {
+            format!("moved to dead-letter queues at open: engine {}, model {moved}", report.dead_lettered)
+        })?;
+        for (index, name) in names.iter().enumerate() {
+            let r = QueueRef(index);
+            let handle = if self.model.queue(name) == Some(r) {
+                self.engine.queue(name).map_err(|e| self.diverge(format!("queue '{name}' after the restart: {e}")))?
+            } else {
+                self.stand_ins.insert(index);
+                deleted_stand_in(name)
+            };
+            self.queues.push(handle);
+        }
+        let live: u64 = (0..self.queues.len())
+            .filter(|i| !self.stand_ins.contains(i))
+            .map(|i| {
+                let s = self.model.stats(QueueRef(i));
+                s.ready + s.delayed + s.in_flight
+            })
+            .sum();
+        self.expect(report.messages == live, || {
+            format!("messages restored: engine {}, model {live}", report.messages)
+        })?;
+        for issued in &mut self.issued {
+            issued.model = ModelReceipt::ForeignEngine;
+        }
+        self.same_queue_list()
     }
 
     fn diverge(&self, what: impl Into<String>) -> Divergence {
@@ -296,9 +394,13 @@ impl Differential {
             }
             Op::Stats { queue } => {
                 let Some((r, handle)) = self.queue(queue) else { return Ok(()) };
+                if self.stand_ins.contains(&r.0) {
+                    return Ok(());
+                }
                 let engine = handle.stats();
                 self.same_stats(&engine, &self.model.stats(r))
             }
+            Op::Restart => self.restart(),
         }
     }
 
@@ -329,7 +431,9 @@ impl Differential {
     fn finish(&mut self) -> Result<(), Divergence> {
         self.same_queue_list()?;
         for (index, handle) in self.queues.iter().enumerate() {
-            self.same_stats(&handle.stats(), &self.model.stats(QueueRef(index)))?;
+            if !self.stand_ins.contains(&index) {
+                self.same_stats(&handle.stats(), &self.model.stats(QueueRef(index)))?;
+            }
         }
         for index in 0..self.queues.len() {
             let r = QueueRef(index);
@@ -486,6 +590,26 @@ pub fn error_key(error: &Error) -> String {
         Error::InvalidQueueName { name, .. } => format!("InvalidQueueName({name:?})"),
         other => format!("{other:?}"),
     }
+}
+
+impl Drop for Differential {
+    fn drop(&mut self) {
+        if let Some(dir) = self.dir.take() {
+            // Close the engine before its files go.
+            self.queues.clear();
+            drop(std::mem::replace(&mut self.engine, Engine::new()));
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// A handle on a deleted queue named `name`, of an engine of its own: every
+/// call on it is refused as on a deleted queue.
+fn deleted_stand_in(name: &str) -> Queue {
+    let engine = Engine::new();
+    let queue = engine.create_queue(name, leaseq::QueueConfig::default()).expect("the name was valid once");
+    engine.delete_queue(name).expect("nothing uses it");
+    queue
 }
 
 /// A receipt issued by another engine instance.

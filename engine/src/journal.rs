@@ -1,0 +1,646 @@
+//! The journal: how lease transitions hand their durable effects to the log
+//! writer without taking a lock.
+//!
+//! A durable engine's transitions describe what they changed as a
+//! [`Record`] and push it, tagged with a sequence number, onto a lock-free
+//! queue; the writer thread (`log/writer.rs`) pops, encodes, writes and syncs
+//! them. The core of the engine knows only this hand-off, never files.
+//!
+//! Invariants:
+//!
+//! * **Log order respects each message's history.** A transition pushes its
+//!   record while it holds the message's claim (or owns its unpublished
+//!   slot), before it publishes the next lease word. The next transition of
+//!   the same message claims after that publish, so it pushes after, and the
+//!   queue is FIFO: the writer writes a message's records in the order its
+//!   transitions happened. Records of different messages may interleave in
+//!   any order; no record depends on another message's.
+//! * **Watermarks.** `written` and `durable` are sequence numbers below which
+//!   every record has been handed to the operating system, respectively
+//!   synced to the disk (or failed, see `Failures`). A caller that waits for
+//!   `durable > seq` therefore never returns before the sync that covers its
+//!   record (the commit handshake, modelled in `loom-tests/tests/loom_journal.rs`).
+//! * **No lost wake-up.** A waiter registers and re-reads `durable` under the
+//!   commit mutex; the writer stores `durable` before it takes that mutex to
+//!   notify. The writer's own sleep uses a Dekker pair of SeqCst fences with
+//!   pushers (see `Journal::push`).
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc as StdArc;
+use std::thread::Thread;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::config::QueueConfig;
+use crate::dead_letter::DeadLetterRecord;
+use crate::sync::{AtomicBool, AtomicU64, Condvar, Mutex, OnceLock, Ordering, fence, lock};
+
+/// When a durable engine's writes reach the disk, and so what a crash can lose.
+///
+/// Whatever the policy, records reach the operating system in the order the
+/// transitions happened, a segment is synced before the next one starts, and
+/// queue creation and deletion are synced before they return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncPolicy {
+    /// A send, ack, dead-letter, purge or redrive returns only after its
+    /// record was synced (`fdatasync`); concurrent callers share one sync
+    /// (group commit). A receive also waits for its delivery-count record, so
+    /// `max_receives` holds exactly across crashes. Nothing that returned
+    /// `Ok` is lost by a crash or a power cut.
+    #[default]
+    Always,
+    /// Calls return once their record is queued for the writer; the writer
+    /// writes continuously and syncs at least every `Duration` (like Redis
+    /// `appendfsync everysec`). A crash loses at most the records of the
+    /// last interval plus the writer's backlog (docs/durability.md).
+    Interval(Duration),
+    /// Like `Interval` without periodic syncs: the operating system decides
+    /// when written records reach the disk. A process crash loses only the
+    /// writer's backlog; a power cut may lose whatever the OS had not flushed.
+    Never,
+}
+
+/// A durable effect of one transition (the log's vocabulary). Queues are
+/// named by their ordinal, which a durable engine never reuses.
+#[derive(Clone, PartialEq)]
+pub(crate) enum Record {
+    /// A queue was created.
+    QueueCreated { queue: u32, name: String, config: QueueConfig },
+    /// A queue and all its messages were deleted.
+    QueueDeleted { queue: u32 },
+    /// A message arrived by a send. `deliver_at` is the Unix time in
+    /// nanoseconds at which a delayed message matures, 0 for none.
+    Sent { queue: u32, id: u64, deliver_at: u64, payload: Bytes },
+    /// A receive raised the message's delivery count on its queue to `count`.
+    Received { queue: u32, id: u64, count: u32 },
+    /// The message left its queue for good (ack, purge).
+    Gone { queue: u32, id: u64 },
+    /// The message moved from `from` to `to` (dead-letter or redrive) with a
+    /// delivery count of zero there, `carried` deliveries behind it, and the
+    /// dead-letter record if it was dead-lettered.
+    Moved { from: u32, to: u32, id: u64, carried: u32, dead_letter: Option<StdArc<DeadLetterRecord>> },
+    /// No message id at or above `below` has been handed out.
+    IdsReserved { below: u64 },
+}
+
+impl fmt::Debug for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Record::QueueCreated { queue, name, .. } => write!(f, "QueueCreated({queue}, {name:?})"),
+            Record::QueueDeleted { queue } => write!(f, "QueueDeleted({queue})"),
+            Record::Sent { queue, id, deliver_at, payload } => {
+                write!(f, "Sent({queue}, {id}, at {deliver_at}, {} bytes)", payload.len())
+            }
+            Record::Received { queue, id, count } => write!(f, "Received({queue}, {id}, count {count})"),
+            Record::Gone { queue, id } => write!(f, "Gone({queue}, {id})"),
+            Record::Moved { from, to, id, carried, dead_letter } => {
+                write!(f, "Moved({from} -> {to}, {id}, carried {carried}, record {})", dead_letter.is_some())
+            }
+            Record::IdsReserved { below } => write!(f, "IdsReserved(below {below})"),
+        }
+    }
+}
+
+/// Why the log could not make a record durable (kept short: it is copied
+/// into every error it causes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StorageFailure(pub(crate) StdArc<str>);
+
+/// Sequence ranges whose records the writer could not write (`Always`
+/// discards a failed group, and its callers learn it here).
+#[derive(Debug, Default)]
+struct Failures {
+    /// `(start, end, why)`, oldest first; a few at most (pruned below
+    /// `oldest waiter`).
+    ranges: VecDeque<(u64, u64, StorageFailure)>,
+}
+
+/// Most failed ranges remembered; a waiter older than all of them has long
+/// been answered.
+const MAX_FAILED_RANGES: usize = 64;
+
+/// The hand-off between transitions and the log writer.
+pub(crate) struct Journal {
+    pub(crate) policy: SyncPolicy,
+    /// The loom seam, as in `ready.rs`: `SegQueue` has no loom twin.
+    #[cfg(not(loom))]
+    entries: crossbeam_queue::SegQueue<(u64, Record)>,
+    #[cfg(loom)]
+    entries: Mutex<VecDeque<(u64, Record)>>,
+    next_seq: AtomicU64,
+    written: AtomicU64,
+    durable: AtomicU64,
+    /// Set while the writer sleeps (Dekker pair with `push`).
+    writer_idle: AtomicBool,
+    writer: OnceLock<Thread>,
+    commit_lock: Mutex<()>,
+    committed: Condvar,
+    /// Tasks (async receives under `Always`) waiting for a record to become
+    /// durable: (its sequence number, the task's waker).
+    durable_tasks: Mutex<Vec<(u64, std::task::Waker)>>,
+    /// Nonzero once any range failed: waiters look at `failures` only then.
+    any_failure: AtomicBool,
+    failures: Mutex<Failures>,
+    /// Sends are refused (disk full, or writes failing), with the reason.
+    refusing: Mutex<Option<StorageFailure>>,
+    refusing_flag: AtomicBool,
+    /// Message ids below this are durably reserved (`IdsReserved`).
+    pub(crate) ids_reserved: AtomicU64,
+    reserve_lock: Mutex<()>,
+    /// Records waiting or being written; the writer closes when this is set
+    /// and the queue is empty.
+    pub(crate) closing: AtomicBool,
+    /// Records below this must be synced whatever the policy (a flush).
+    sync_wanted: AtomicU64,
+    /// What the writer has done.
+    pub(crate) counters: LogCounters,
+    /// Tells this journal from every other in the process (the thread-local
+    /// `LAST_PUSHED` is keyed by it, not by address, which a later journal
+    /// may reuse).
+    unique: u64,
+}
+
+/// Source of `Journal::unique`.
+static JOURNALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl fmt::Debug for Journal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Journal")
+            .field("policy", &self.policy)
+            .field("next_seq", &self.next_seq.load(Ordering::Relaxed))
+            .field("durable", &self.durable.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// Most records the writer may lag behind before sends wait for it.
+pub(crate) const MAX_BACKLOG: u64 = 1 << 16;
+
+/// Ids reserved at a time: one synced record per 2^40 ids (30 hours at ten
+/// million sends a second), and a restart skips at most that many.
+pub(crate) const ID_RESERVATION: u64 = 1 << 40;
+
+impl Journal {
+    pub(crate) fn new(policy: SyncPolicy, ids_reserved: u64) -> Self {
+        let first_seq = 0;
+        Journal {
+            policy,
+            entries: Default::default(),
+            next_seq: AtomicU64::new(first_seq),
+            written: AtomicU64::new(first_seq),
+            durable: AtomicU64::new(first_seq),
+            writer_idle: AtomicBool::new(false),
+            writer: OnceLock::new(),
+            commit_lock: Mutex::new(()),
+            committed: Condvar::new(),
+            durable_tasks: Mutex::new(Vec::new()),
+            any_failure: AtomicBool::new(false),
+            failures: Mutex::new(Failures::default()),
+            refusing: Mutex::new(None),
+            refusing_flag: AtomicBool::new(false),
+            ids_reserved: AtomicU64::new(ids_reserved),
+            reserve_lock: Mutex::new(()),
+            closing: AtomicBool::new(false),
+            sync_wanted: AtomicU64::new(0),
+            counters: LogCounters::default(),
+            unique: JOURNALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
+    // ----- the transitions' side --------------------------------------------
+
+    /// Hands `record` to the writer; returns its sequence number.
+    #[inline]
+    pub(crate) fn push(&self, record: Record) -> u64 {
+        // Relaxed: the number only needs to be unique and increasing per
+        // thread; the queue's own synchronisation publishes the record.
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        #[cfg(not(loom))]
+        self.entries.push((seq, record));
+        #[cfg(loom)]
+        lock(&self.entries).push_back((seq, record));
+        LAST_PUSHED.with(|last| last.set((self.unique, seq)));
+        // SeqCst fence, pairing with the writer's before it sleeps: either
+        // the writer's second look at the queue sees this record, or this
+        // load sees `writer_idle` and wakes it.
+        fence(Ordering::SeqCst);
+        if self.writer_idle.load(Ordering::Relaxed) && self.writer_idle.swap(false, Ordering::Relaxed) {
+            if let Some(writer) = self.writer.get() {
+                writer.unpark();
+            }
+        }
+        seq
+    }
+
+    /// Holds a sender back while the writer lags more than `MAX_BACKLOG`
+    /// records behind: the backlog is what a process crash loses under
+    /// `Interval` and `Never`, and memory, so it must stay bounded. Called
+    /// before a send claims anything.
+    #[inline]
+    pub(crate) fn throttle(&self) {
+        let lag = |j: &Journal| j.next_seq.load(Ordering::Relaxed).saturating_sub(j.written.load(Ordering::Acquire));
+        if lag(self) <= MAX_BACKLOG {
+            return;
+        }
+        let mut spins = 0u32;
+        while lag(self) > MAX_BACKLOG / 2 && !self.closing.load(Ordering::Relaxed) {
+            if self.writer_idle.swap(false, Ordering::Relaxed) {
+                if let Some(writer) = self.writer.get() {
+                    writer.unpark();
+                }
+            }
+            if spins < 16 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            spins += 1;
+        }
+    }
+
+    /// The sequence number this thread last pushed here, if any.
+    pub(crate) fn last_pushed_here(&self) -> Option<u64> {
+        let (journal, seq) = LAST_PUSHED.with(std::cell::Cell::get);
+        (journal == self.unique).then_some(seq)
+    }
+
+    /// Under `Always`, waits until the last record this thread pushed is
+    /// durable; otherwise returns at once. An error means that record was
+    /// not written (its group failed).
+    #[inline]
+    pub(crate) fn settle(&self) -> Result<(), StorageFailure> {
+        if self.policy != SyncPolicy::Always {
+            return Ok(());
+        }
+        match self.last_pushed_here() {
+            Some(seq) => self.wait_durable(seq),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until record `seq` is durable (or failed).
+    pub(crate) fn wait_durable(&self, seq: u64) -> Result<(), StorageFailure> {
+        if self.durable.load(Ordering::Acquire) <= seq {
+            let mut guard = lock(&self.commit_lock);
+            while self.durable.load(Ordering::Acquire) <= seq {
+                guard = self.committed.wait(guard).unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+        }
+        self.failure_of(seq).map_or(Ok(()), Err)
+    }
+
+    /// `wait_durable` for a task: ready once record `seq` is durable (or
+    /// failed), else registers the task's waker, which `mark_durable` wakes.
+    pub(crate) fn poll_durable(
+        &self,
+        seq: u64,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), StorageFailure>> {
+        let done = |j: &Journal| j.durable.load(Ordering::Acquire) > seq;
+        if !done(self) {
+            let mut tasks = lock(&self.durable_tasks);
+            // Checked again under the lock: `mark_durable` raises `durable`
+            // before it takes this lock to wake, so either this sees the
+            // raise or the waker is in the list when the wake-up runs.
+            if !done(self) {
+                tasks.push((seq, cx.waker().clone()));
+                return std::task::Poll::Pending;
+            }
+        }
+        std::task::Poll::Ready(self.failure_of(seq).map_or(Ok(()), Err))
+    }
+
+    /// Pushes `record` and waits until it is durable, whatever the policy
+    /// (queue creation and deletion).
+    pub(crate) fn commit_now(&self, record: Record) -> Result<(), StorageFailure> {
+        let seq = self.push(record);
+        self.request_sync(seq + 1);
+        self.wait_durable(seq)
+    }
+
+    /// Waits until every record pushed before this call is durable, whatever
+    /// the policy (an explicit flush).
+    pub(crate) fn flush(&self) -> Result<(), StorageFailure> {
+        let upto = self.next_seq.load(Ordering::Acquire);
+        if upto == 0 {
+            return Ok(());
+        }
+        self.request_sync(upto);
+        self.wait_durable(upto - 1)
+    }
+
+    /// Why record `seq` failed, if it did.
+    fn failure_of(&self, seq: u64) -> Option<StorageFailure> {
+        if !self.any_failure.load(Ordering::Acquire) {
+            return None;
+        }
+        let failures = lock(&self.failures);
+        failures.ranges.iter().find(|(start, end, _)| (*start..*end).contains(&seq)).map(|(_, _, why)| why.clone())
+    }
+
+    /// Sends are refused now (disk full or writes failing), with the reason.
+    #[inline]
+    pub(crate) fn refusal(&self) -> Option<StorageFailure> {
+        if !self.refusing_flag.load(Ordering::Acquire) {
+            return None;
+        }
+        lock(&self.refusing).clone()
+    }
+
+    /// Makes sure ids below `end` are durably reserved before one is handed
+    /// out: a restart must never hand out an id again, or an idempotent
+    /// consumer would take a new message for one it already processed.
+    /// Cold: a shard takes a block of ids once per 65,536 sends, and a
+    /// reservation covers 2^40 ids.
+    pub(crate) fn reserve_ids(&self, end: u64) -> Result<(), StorageFailure> {
+        if end <= self.ids_reserved.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _serial = lock(&self.reserve_lock);
+        if end <= self.ids_reserved.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let below = end.saturating_add(ID_RESERVATION);
+        let seq = self.push(Record::IdsReserved { below });
+        self.request_sync(seq + 1);
+        self.wait_durable(seq)?;
+        self.ids_reserved.store(below, Ordering::Release);
+        Ok(())
+    }
+
+    // ----- the writer's side ------------------------------------------------
+
+    /// Registers the writer thread (it is unparked by pushes while it sleeps).
+    pub(crate) fn set_writer(&self, thread: Thread) {
+        let _ = self.writer.set(thread);
+    }
+
+    /// Pops the next record, if any.
+    #[inline]
+    pub(crate) fn pop(&self) -> Option<(u64, Record)> {
+        #[cfg(not(loom))]
+        return self.entries.pop();
+        #[cfg(loom)]
+        return lock(&self.entries).pop_front();
+    }
+
+    /// Whether records are waiting.
+    pub(crate) fn has_records(&self) -> bool {
+        #[cfg(not(loom))]
+        return !self.entries.is_empty();
+        #[cfg(loom)]
+        return !lock(&self.entries).is_empty();
+    }
+
+    /// The writer is about to sleep: returns `false` (and stays awake) if a
+    /// record arrived meanwhile.
+    pub(crate) fn writer_may_sleep(&self) -> bool {
+        self.writer_idle.store(true, Ordering::Relaxed);
+        // SeqCst fence: see `push`.
+        fence(Ordering::SeqCst);
+        if self.has_records() || self.sync_requested() || self.closing.load(Ordering::Acquire) {
+            self.writer_idle.store(false, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// The writer woke.
+    pub(crate) fn writer_awake(&self) {
+        self.writer_idle.store(false, Ordering::Relaxed);
+    }
+
+    /// Every record below `seq` was handed to the operating system.
+    pub(crate) fn mark_written(&self, seq: u64) {
+        self.written.store(seq, Ordering::Release);
+    }
+
+    /// Every record below `seq` is durable (or failed): wakes its waiters.
+    pub(crate) fn mark_durable(&self, seq: u64) {
+        // Mutant (loom-tests only): notify before the store, so a waiter that
+        // looked under the lock before the store sleeps through it.
+        #[cfg(leaseq_mutant = "notify_before_store")]
+        {
+            let _guard = lock(&self.commit_lock);
+            self.committed.notify_all();
+        }
+        // Release: a waiter that reads it (Acquire) sees the sync and the
+        // failure ranges recorded before. Stored before the lock below (no
+        // lost wake-up).
+        #[cfg(not(leaseq_mutant = "relaxed_durable"))]
+        self.durable.store(seq, Ordering::Release);
+        // Mutant (loom-tests only): a waiter on the fast path may return
+        // without seeing the writer's work.
+        #[cfg(leaseq_mutant = "relaxed_durable")]
+        self.durable.store(seq, Ordering::Relaxed);
+        #[cfg(not(leaseq_mutant = "notify_before_store"))]
+        {
+            let _guard = lock(&self.commit_lock);
+            self.committed.notify_all();
+        }
+        let due: Vec<std::task::Waker> = {
+            let mut tasks = lock(&self.durable_tasks);
+            if tasks.is_empty() {
+                return;
+            }
+            let (due, waiting) = std::mem::take(&mut *tasks).into_iter().partition(|(s, _)| *s < seq);
+            *tasks = waiting;
+            due.into_iter().map(|(_, waker)| waker).collect()
+        };
+        // Woken outside the lock: a waker may poll its task at once.
+        for waker in due {
+            waker.wake();
+        }
+    }
+
+    /// The records in `start..end` were not written, for `why`.
+    pub(crate) fn mark_failed(&self, start: u64, end: u64, why: StorageFailure) {
+        let mut failures = lock(&self.failures);
+        if failures.ranges.len() == MAX_FAILED_RANGES {
+            failures.ranges.pop_front();
+        }
+        failures.ranges.push_back((start, end, why));
+        self.any_failure.store(true, Ordering::Release);
+    }
+
+    /// From now on sends are refused with `why` (`None`: accepted again).
+    pub(crate) fn set_refusing(&self, why: Option<StorageFailure>) {
+        let mut refusing = lock(&self.refusing);
+        self.refusing_flag.store(why.is_some(), Ordering::Release);
+        *refusing = why;
+    }
+
+    pub(crate) fn durable_below(&self) -> u64 {
+        self.durable.load(Ordering::Acquire)
+    }
+
+    /// Asks the writer to sync everything below `seq` even under a policy
+    /// that would not (a flush, an id reservation).
+    pub(crate) fn request_sync(&self, seq: u64) {
+        self.sync_wanted.fetch_max(seq, Ordering::AcqRel);
+        fence(Ordering::SeqCst);
+        if self.writer_idle.load(Ordering::Relaxed) && self.writer_idle.swap(false, Ordering::Relaxed) {
+            if let Some(writer) = self.writer.get() {
+                writer.unpark();
+            }
+        }
+    }
+
+    /// Tells the writer to finish: it writes and syncs every record pushed
+    /// so far, then exits.
+    pub(crate) fn close(&self) {
+        self.closing.store(true, Ordering::Release);
+        fence(Ordering::SeqCst);
+        self.writer_idle.store(false, Ordering::Relaxed);
+        if let Some(writer) = self.writer.get() {
+            writer.unpark();
+        }
+    }
+
+    /// Whether a flush asked for a sync not done yet.
+    pub(crate) fn sync_requested(&self) -> bool {
+        self.sync_wanted.load(Ordering::Acquire) > self.durable.load(Ordering::Acquire)
+    }
+}
+
+thread_local! {
+    /// The journal (by `unique`) and sequence number this thread last pushed:
+    /// how a public call finds the record it must wait for without passing it
+    /// through every transition.
+    static LAST_PUSHED: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Now as Unix time in nanoseconds (what a delayed send's record stores, so
+/// its delay survives a restart, whose engine clock starts anew).
+/// The Unix time a message sent at `unix_now` with `delay` nanoseconds
+/// matures at (0: no delay).
+pub(crate) fn deliver_at(unix_now: u64, delay: u64) -> u64 {
+    if delay == 0 { 0 } else { unix_now.saturating_add(delay).max(1) }
+}
+
+/// What the log writer has done, as counters it updates (Relaxed: they are
+/// statistics that no decision reads).
+#[derive(Debug, Default)]
+pub(crate) struct LogCounters {
+    pub(crate) records: std::sync::atomic::AtomicU64,
+    pub(crate) bytes: std::sync::atomic::AtomicU64,
+    pub(crate) syncs: std::sync::atomic::AtomicU64,
+    pub(crate) sync_nanos: std::sync::atomic::AtomicU64,
+    pub(crate) failed_records: std::sync::atomic::AtomicU64,
+    pub(crate) compactions: std::sync::atomic::AtomicU64,
+    pub(crate) compactions_failed: std::sync::atomic::AtomicU64,
+    pub(crate) compaction_nanos: std::sync::atomic::AtomicU64,
+    pub(crate) log_bytes: std::sync::atomic::AtomicU64,
+    pub(crate) live_bytes: std::sync::atomic::AtomicU64,
+}
+
+/// A durable engine's log, as `Engine::log_stats` reports it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogStats {
+    /// Records written since the engine opened.
+    pub records: u64,
+    /// Records handed to the log since the engine opened (each call that
+    /// changes durable state hands one or more; they are numbered from 0).
+    pub handed: u64,
+    /// Of those, the records the writer has not yet written to the OS: what
+    /// a process crash loses under `Interval` and `Never` (bounded: sends
+    /// wait while it is above 65,536).
+    pub backlog: u64,
+    /// Bytes written since the engine opened.
+    pub bytes: u64,
+    /// Syncs (`fdatasync`) since the engine opened.
+    pub syncs: u64,
+    /// Time spent in those syncs.
+    pub sync_time: Duration,
+    /// Records that could not be written (disk full or I/O errors).
+    pub failed_records: u64,
+    /// Compactions done, and failed (retried later).
+    pub compactions: u64,
+    /// Compactions that failed (the log stayed as it was; retried later).
+    pub compactions_failed: u64,
+    /// Time spent compacting.
+    pub compaction_time: Duration,
+    /// Bytes of data in the log's segments now.
+    pub log_bytes: u64,
+    /// Estimated bytes the live queues and messages take in a snapshot.
+    pub live_bytes: u64,
+    /// Whether sends are refused now (disk full or failing), and why.
+    pub refusing: Option<String>,
+}
+
+impl LogStats {
+    /// Records per sync on average (what group commit achieved).
+    pub fn records_per_sync(&self) -> f64 {
+        if self.syncs == 0 { 0.0 } else { self.records as f64 / self.syncs as f64 }
+    }
+}
+
+impl Journal {
+    /// The writer's counters as a report.
+    pub(crate) fn stats(&self) -> LogStats {
+        let counters = &self.counters;
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        // `written` first: it only grows and never passes `next_seq`, so
+        // `handed - backlog` is a position the writer really reached.
+        let written = self.written.load(Ordering::Acquire);
+        let handed = self.next_seq.load(Ordering::Acquire);
+        LogStats {
+            records: get(&counters.records),
+            handed,
+            backlog: handed.saturating_sub(written),
+            bytes: get(&counters.bytes),
+            syncs: get(&counters.syncs),
+            sync_time: Duration::from_nanos(get(&counters.sync_nanos)),
+            failed_records: get(&counters.failed_records),
+            compactions: get(&counters.compactions),
+            compactions_failed: get(&counters.compactions_failed),
+            compaction_time: Duration::from_nanos(get(&counters.compaction_nanos)),
+            log_bytes: get(&counters.log_bytes),
+            live_bytes: get(&counters.live_bytes),
+            refusing: self.refusal().map(|failure| failure.0.to_string()),
+        }
+    }
+}
+
+/// The commit handshake, exposed to the loom models (`loom-tests`) only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod loom_hooks {
+    use super::{Journal, Record, SyncPolicy};
+
+    /// A journal with no writer thread: the model plays the writer.
+    #[derive(Debug)]
+    pub struct Commits(Journal);
+
+    impl Default for Commits {
+        fn default() -> Self {
+            Commits(Journal::new(SyncPolicy::Always, 0))
+        }
+    }
+
+    impl Commits {
+        /// A caller hands in a record; returns its sequence number.
+        pub fn push(&self) -> u64 {
+            self.0.push(Record::IdsReserved { below: 0 })
+        }
+        /// The writer pops the next record's sequence number, if any.
+        pub fn pop(&self) -> Option<u64> {
+            self.0.pop().map(|(seq, _)| seq)
+        }
+        /// A caller waits for `seq`; `false` if its group failed.
+        pub fn wait(&self, seq: u64) -> bool {
+            self.0.wait_durable(seq).is_ok()
+        }
+        /// The writer synced every record below `seq`.
+        pub fn mark_durable(&self, seq: u64) {
+            self.0.mark_durable(seq);
+        }
+        /// The writer could not write `start..end`.
+        pub fn mark_failed(&self, start: u64, end: u64) {
+            self.0.mark_failed(start, end, super::StorageFailure("model".into()));
+        }
+    }
+}

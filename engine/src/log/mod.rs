@@ -1,0 +1,428 @@
+//! Durability: a write-ahead log in a data dir, with group commit, crash
+//! recovery and compaction (docs/durability.md).
+//!
+//! The engine's core only hands records to the journal (`journal.rs`); this
+//! module owns everything about files: the record format (`record.rs`),
+//! segment files (`segment.rs`), the state the log describes
+//! (`replica.rs`), and the writer thread (`writer.rs`). Opening a data dir
+//! is this file.
+//!
+//! Invariant: an engine opened on a data dir serves only once its queues
+//! and messages are restored from the log as the log describes them: every
+//! queue with its config and ordinal, every message with its id, payload,
+//! remaining delay, delivery count, carried deliveries and dead-letter
+//! record. Leases do not survive a restart: a message in flight is
+//! receivable at once (its attempt ended with the process), and one whose
+//! delivery count reached its queue's `max_receives` moves to the
+//! dead-letter queue at open, as its failed attempt would have moved it.
+
+pub(crate) mod record;
+pub(crate) mod replica;
+pub(crate) mod segment;
+pub(crate) mod writer;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::clock::Nanos;
+use crate::dead_letter::{AttemptOutcome, AttemptRecord, DeadLetterReason, DeadLetterRecord};
+use crate::engine::{Engine, EngineBuilder};
+use crate::error::Error;
+use crate::journal::{Journal, SyncPolicy};
+use crate::lifecycle::{Arrival, Origin};
+use crate::queue::QueueCore;
+use crate::receipt::MessageId;
+use crate::shard::ID_BLOCK;
+use crate::slot::History;
+use crate::sync::{Arc, lock};
+
+use replica::Replica;
+use writer::{OpenSegment, Writer, WriterConfig};
+
+/// Default size of a log segment (64 MiB).
+pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
+/// Smallest segment size accepted.
+pub const MIN_SEGMENT_BYTES: u64 = 64 << 10;
+
+/// What recovery does with damage before the end of the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Repair {
+    /// Refuse to open (`Error::CorruptLog`): nothing is lost silently.
+    #[default]
+    Refuse,
+    /// Skip damaged bytes and open with what the rest of the log holds;
+    /// `RecoveryReport::damaged` lists what was skipped.
+    SkipDamaged,
+}
+
+/// Damaged bytes that recovery skipped under `Repair::SkipDamaged`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedRange {
+    /// The segment file.
+    pub file: PathBuf,
+    /// Where the damage starts.
+    pub offset: u64,
+    /// How many bytes were skipped.
+    pub bytes: u64,
+}
+
+/// What opening a data dir found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecoveryReport {
+    /// Segment files read.
+    pub segments: usize,
+    /// Records replayed.
+    pub records: u64,
+    /// Queues restored.
+    pub queues: usize,
+    /// Messages restored (those moved to a dead-letter queue at open
+    /// included).
+    pub messages: u64,
+    /// Messages whose delivery count had reached `max_receives`, moved to
+    /// their dead-letter queue at open.
+    pub dead_lettered: u64,
+    /// Bytes of a torn last write cut off the end of the log.
+    pub torn_bytes: u64,
+    /// Damage skipped under `Repair::SkipDamaged`.
+    pub damaged: Vec<DamagedRange>,
+    /// Records that named a queue or message the log no longer held (for
+    /// example a send racing its queue's deletion); they change nothing.
+    pub ignored_records: u64,
+    /// How long recovery took.
+    pub elapsed: Duration,
+}
+
+/// Builds a durable engine: `Engine::builder().data_dir(path)`.
+#[derive(Debug)]
+#[must_use = "a DurableBuilder does nothing until `open` is called"]
+pub struct DurableBuilder {
+    engine: EngineBuilder,
+    dir: PathBuf,
+    sync: SyncPolicy,
+    segment_bytes: u64,
+    repair: Repair,
+}
+
+impl DurableBuilder {
+    pub(crate) fn new(engine: EngineBuilder, dir: PathBuf) -> Self {
+        DurableBuilder {
+            engine,
+            dir,
+            sync: SyncPolicy::default(),
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+            repair: Repair::default(),
+        }
+    }
+
+    /// When writes reach the disk (default `SyncPolicy::Always`).
+    pub fn sync(mut self, policy: SyncPolicy) -> Self {
+        self.sync = policy;
+        self
+    }
+
+    /// Size of a log segment (default 64 MiB, at least 64 KiB). Disk use
+    /// stays below about twice the live data plus three segments.
+    pub fn segment_bytes(mut self, bytes: u64) -> Self {
+        self.segment_bytes = bytes.clamp(MIN_SEGMENT_BYTES, 1 << 40);
+        self
+    }
+
+    /// What to do with damage before the end of the log (default: refuse).
+    pub fn repair(mut self, repair: Repair) -> Self {
+        self.repair = repair;
+        self
+    }
+
+    /// Opens the data dir (creating it if needed), recovers every queue and
+    /// message, and starts serving.
+    ///
+    /// # Errors
+    /// `Error::DataDirLocked` if another engine has it open,
+    /// `Error::CorruptLog` for damage before the end of the log (unless
+    /// `Repair::SkipDamaged`), `Error::Storage` for I/O errors.
+    pub fn open(self) -> Result<Engine, Error> {
+        let started = Instant::now();
+        let dir = self.dir.clone();
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&format!("creating {}", dir.display()), &e))?;
+        let lock_file = lock_dir(&dir)?;
+        let (recovered, mut report) = recover(&dir, self.repair, self.segment_bytes)?;
+        let Recovered { replica, current, sealed } = recovered;
+        let current = match current {
+            Some(current) => current,
+            None => OpenSegment::create(&dir, 1, self.segment_bytes)
+                .map_err(|e| Error::io("creating the first log segment", &e))?,
+        };
+        let id_start = replica.ids_below.div_ceil(ID_BLOCK).saturating_mul(ID_BLOCK);
+        let journal = Arc::new(Journal::new(self.sync, id_start));
+        let engine = self.engine.build_with(Some(journal.clone()));
+        engine.inner.shared.id_blocks.store(id_start, std::sync::atomic::Ordering::Relaxed);
+        let restored = restore(&engine, &replica, &mut report)?;
+        let writer = Writer::new(
+            journal.clone(),
+            WriterConfig { dir: dir.clone(), segment_bytes: self.segment_bytes },
+            current,
+            sealed,
+            replica,
+        );
+        let handle = std::thread::Builder::new()
+            .name("leaseq-log".into())
+            .spawn(move || {
+                writer.run();
+                drop(lock_file);
+            })
+            .map_err(|e| Error::io("starting the log writer thread", &e))?;
+        journal.set_writer(handle.thread().clone());
+        let closing = journal.clone();
+        *lock(&engine.inner.closer) = Some(Box::new(move || {
+            closing.close();
+            let _ = handle.join();
+        }));
+        // The moves made at open must be on disk before anyone is served.
+        if restored.moved > 0 {
+            engine.flush()?;
+        }
+        report.elapsed = started.elapsed();
+        let _ = engine.inner.recovery.set(report);
+        Ok(engine)
+    }
+}
+
+/// Holds a data dir for one engine: in this process through a registry of
+/// open dirs, against other processes through a POSIX record lock on its
+/// LOCK file. (A record lock belongs to the process and is not inherited by
+/// a forked child, unlike `flock`, whose lock a child forked at the wrong
+/// moment would keep past the engine's close.)
+#[derive(Debug)]
+struct DirLock {
+    key: PathBuf,
+    _file: File,
+}
+
+/// How long an open waits for an engine of this process that is closing
+/// the same data dir.
+const CLOSING_GRACE: Duration = Duration::from_millis(500);
+
+/// Data dirs open in this process.
+static OPEN_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        let mut open = OPEN_DIRS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        open.retain(|dir| *dir != self.key);
+    }
+}
+
+/// Takes the data dir's lock, held while the engine is open.
+fn lock_dir(dir: &Path) -> Result<DirLock, Error> {
+    let key = dir.canonicalize().map_err(|e| Error::io(&format!("resolving {}", dir.display()), &e))?;
+    // An engine whose last handle was just dropped may still be closing:
+    // when the driver thread held it at that moment, the close runs there,
+    // within one tick. Give such an engine a moment before refusing.
+    let waited = Instant::now();
+    let mut open = loop {
+        let open = OPEN_DIRS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !open.contains(&key) {
+            break open;
+        }
+        drop(open);
+        if waited.elapsed() > CLOSING_GRACE {
+            return Err(Error::DataDirLocked { path: dir.to_path_buf() });
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let path = dir.join("LOCK");
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io(&format!("opening {}", path.display()), &e))?;
+    use std::os::fd::AsRawFd;
+    let whole_file = libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    };
+    // SAFETY: `fcntl(F_SETLK)` on a descriptor this function owns, reading
+    // the `flock` struct it is handed for the duration of the call.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &whole_file) };
+    if rc != 0 {
+        let error = std::io::Error::last_os_error();
+        if matches!(error.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) {
+            return Err(Error::DataDirLocked { path: dir.to_path_buf() });
+        }
+        return Err(Error::io(&format!("locking {}", path.display()), &error));
+    }
+    open.push(key.clone());
+    Ok(DirLock { key, _file: file })
+}
+
+/// The log read back.
+struct Recovered {
+    replica: Replica,
+    /// The newest segment, open to append after its last valid frame.
+    current: Option<OpenSegment>,
+    /// Older segments: (index, bytes of data).
+    sealed: Vec<(u64, u64)>,
+}
+
+/// Replays every segment in `dir`.
+fn recover(dir: &Path, repair: Repair, segment_bytes: u64) -> Result<(Recovered, RecoveryReport), Error> {
+    let segment::Listing { segments, leftovers } =
+        segment::list(dir).map_err(|e| Error::io(&format!("listing {}", dir.display()), &e))?;
+    for tmp in leftovers {
+        // An unfinished compaction: the segments it would have replaced are
+        // all still here.
+        let _ = std::fs::remove_file(tmp);
+    }
+    let mut report = RecoveryReport { segments: segments.len(), ..RecoveryReport::default() };
+    let mut replica = Replica::default();
+    let mut sealed = Vec::new();
+    let mut current = None;
+    let count = segments.len();
+    for (at, (index, path)) in segments.into_iter().enumerate() {
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&format!("reading {}", path.display()), &e))?;
+        let last = at + 1 == count;
+        let scan = segment::scan(&bytes, index, last, repair == Repair::SkipDamaged, |entry| replica.apply(entry))
+            .map_err(|damage| Error::CorruptLog { file: path.clone(), offset: damage.offset, reason: damage.reason })?;
+        report.records += scan.frames;
+        for (offset, len) in &scan.skipped {
+            report.damaged.push(DamagedRange { file: path.clone(), offset: *offset, bytes: *len });
+        }
+        if last {
+            report.torn_bytes = scan.torn as u64;
+            let segment = OpenSegment::reopen(&path, index, scan.end as u64, segment_bytes)
+                .map_err(|e| Error::io(&format!("opening {}", path.display()), &e))?;
+            if scan.torn > 0 {
+                // Zero the torn bytes, so the next write starts on a clean
+                // tail and no later scan meets them.
+                use std::os::unix::fs::FileExt;
+                let zeros = vec![0u8; scan.torn];
+                segment
+                    .file
+                    .write_all_at(&zeros, scan.end as u64)
+                    .and_then(|()| segment.file.sync_data())
+                    .map_err(|e| Error::io(&format!("cutting the torn tail of {}", path.display()), &e))?;
+            }
+            current = Some(segment);
+        } else {
+            sealed.push((index, scan.end as u64));
+        }
+    }
+    report.ignored_records = replica.ignored;
+    Ok((Recovered { replica, current, sealed }, report))
+}
+
+/// What `restore` did.
+struct Restored {
+    /// Messages moved to a dead-letter queue (their moves are recorded).
+    moved: u64,
+}
+
+/// Re-creates the replica's queues and messages in a new engine.
+fn restore(engine: &Engine, replica: &Replica, report: &mut RecoveryReport) -> Result<Restored, Error> {
+    let mut cores: HashMap<u32, Arc<QueueCore>> = HashMap::new();
+    for (ordinal, queue) in &replica.queues {
+        let q = engine.restore_queue(*ordinal, &queue.name, queue.config.clone())?;
+        cores.insert(*ordinal, q.core.clone());
+    }
+    engine.skip_ordinals(replica.next_queue);
+    report.queues = cores.len();
+    let unix_now = engine.unix_now();
+    let now = engine.now();
+    let in_place = |core: &QueueCore, id: u64, m: &replica::MessageState| {
+        let history =
+            m.dead_letter.clone().map(|record| Box::new(History { dead_letter: Some(record), ..History::default() }));
+        let arrival = Arrival {
+            id: Some(MessageId(id)),
+            payload: m.payload.clone(),
+            lifetime_deliveries: m.carried,
+            history,
+            delivery_count: m.count,
+            origin: Origin::Restored,
+        };
+        core.restore(arrival, m.deliver_at.saturating_sub(unix_now)).map(drop).map_err(|_| Error::Storage {
+            reason: format!(
+                "the log holds more messages for queue '{}' than its max_messages ({}); recovery stopped",
+                core.name, core.config.max_messages
+            ),
+            payload: None,
+        })
+    };
+    // Two passes. First every message that stays where it is, in arrival
+    // order. Then, in arrival order, each message whose delivery count
+    // reached its queue's ceiling (its last attempt ended with the process)
+    // moves to its dead-letter queue if that has room beyond what it already
+    // holds and what the messages still to be decided there need; otherwise
+    // it stays, behind the others, as a failed attempt at the ceiling stays
+    // when its dead-letter queue is full. Deciding moves only after every
+    // staying message is placed means a move can never take the room a
+    // message of the dead-letter queue itself needs.
+    let mut held: HashMap<u32, usize> = HashMap::new();
+    let mut undecided: HashMap<u32, usize> = HashMap::new();
+    let mut at_ceiling = Vec::new();
+    for (id, m) in replica.messages_in_order() {
+        let Some(core) = cores.get(&m.queue) else { continue };
+        let ceiling = core.config.max_receives.is_some_and(|ceiling| m.count >= ceiling);
+        if ceiling && core.dead_letter.is_some() {
+            *undecided.entry(m.queue).or_default() += 1;
+            at_ceiling.push((id, m, core));
+            continue;
+        }
+        in_place(core, id, m)?;
+        *held.entry(m.queue).or_default() += 1;
+        report.messages += 1;
+    }
+    let mut moved = 0;
+    for (id, m, core) in at_ceiling {
+        *undecided.get_mut(&m.queue).expect("counted above") -= 1;
+        let dead_letter = core.dead_letter.as_ref().expect("filtered above");
+        let to = dead_letter.ordinal;
+        let taken = held.get(&to).copied().unwrap_or(0) + undecided.get(&to).copied().unwrap_or(0);
+        if taken < dead_letter.config.max_messages
+            && dead_letter.accept(poison_arrival(core, id, m, now), 0, now.0).is_ok()
+        {
+            *held.entry(to).or_default() += 1;
+            moved += 1;
+            report.messages += 1;
+            continue;
+        }
+        in_place(core, id, m)?;
+        *held.entry(m.queue).or_default() += 1;
+        report.messages += 1;
+    }
+    report.dead_lettered = moved;
+    Ok(Restored { moved })
+}
+
+/// The arrival on its dead-letter queue of a message whose delivery count
+/// reached the ceiling before the restart.
+fn poison_arrival(core: &QueueCore, id: u64, m: &replica::MessageState, now: Nanos) -> Arrival {
+    let record = DeadLetterRecord {
+        source_queue: core.name.clone(),
+        reason: DeadLetterReason::Expired,
+        delivery_count: m.count,
+        attempts: vec![AttemptRecord {
+            delivery: m.count,
+            received_at: now,
+            ended_at: now,
+            outcome: AttemptOutcome::Expired,
+        }],
+        dead_lettered_at: now,
+    };
+    let history = History { dead_letter: Some(std::sync::Arc::new(record)), ..History::default() };
+    Arrival {
+        id: Some(MessageId(id)),
+        payload: m.payload.clone(),
+        lifetime_deliveries: m.carried.saturating_add(m.count),
+        history: Some(Box::new(history)),
+        delivery_count: 0,
+        origin: Origin::Moved { from: core.ordinal },
+    }
+}

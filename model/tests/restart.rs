@@ -1,0 +1,188 @@
+//! Restarts of a durable engine against the model's `restart`, one scenario
+//! per rule of docs/durability.md's "Restart: what leases become", through
+//! the same differential run the fuzz target uses (random sequences with
+//! restarts run in `engine/tests/model_equivalence.rs` and `ops_vs_model`).
+
+use leaseq_model::differential::{BackoffSpec, ConfigSpec, NameChoice, Op, ReceiptPick, Span, run};
+
+// Indexes into `NAMES`: "a", "b", "dlq".
+const A: NameChoice = NameChoice(0);
+const B: NameChoice = NameChoice(1);
+const DLQ: NameChoice = NameChoice(3);
+
+fn config() -> ConfigSpec {
+    ConfigSpec {
+        visibility: Some(Span::Secs(30)),
+        max_visibility: None,
+        max_lease: None,
+        max_delay: None,
+        max_receives: None,
+        dead_letter_queue: None,
+        reject_late_acks: false,
+        backoff: BackoffSpec::None,
+        max_messages: None,
+        max_payload: None,
+        shards: Some(1),
+        tidy: false,
+    }
+}
+
+/// Runs `ops` and fails on a divergence; returns how many deliveries the
+/// run compared (the scenario's own plus the final drain).
+fn check(ops: &[Op]) -> usize {
+    match run(ops) {
+        Ok(outcome) => {
+            assert_eq!(outcome.stopped_at_ambiguity, None, "the scenario has one outcome");
+            assert_eq!(outcome.steps, ops.len());
+            // Operations on a queue that does not exist are skipped: every
+            // create of a scenario must succeed, or it tests nothing.
+            let creates = ops.iter().filter(|op| matches!(op, Op::Create { .. })).count();
+            assert_eq!(outcome.queues, creates, "every queue of the scenario was created");
+            outcome.deliveries
+        }
+        Err(divergence) => panic!("{divergence}"),
+    }
+}
+
+fn send(queue: u8) -> Op {
+    Op::Send { queue, size: 8, delay: None }
+}
+
+fn receive(queue: u8) -> Op {
+    Op::Receive { queue, max: 8, visibility: None }
+}
+
+fn stats(queue: u8) -> Op {
+    Op::Stats { queue }
+}
+
+#[test]
+fn in_flight_messages_are_ready_again_and_keep_their_counts() {
+    let ops = [
+        Op::Create { name: A, config: config() },
+        send(0),
+        send(0),
+        receive(0),
+        Op::Restart,
+        stats(0),
+        receive(0),
+        stats(0),
+    ];
+    // Two before the restart, the same two again, nothing left to drain.
+    assert_eq!(check(&ops), 4);
+}
+
+#[test]
+fn receipts_from_before_a_restart_complete_nothing() {
+    let mut ops = vec![Op::Create { name: A, config: config() }, send(0), receive(0), Op::Restart];
+    for back in 0..2 {
+        ops.push(Op::Ack { queue: 0, receipt: ReceiptPick::Issued(back) });
+        ops.push(Op::Extend { queue: 0, receipt: ReceiptPick::Issued(back), visibility: Span::Secs(5) });
+        ops.push(Op::Release { queue: 0, receipt: ReceiptPick::Issued(back), delay: None });
+    }
+    ops.extend([stats(0), receive(0), Op::Ack { queue: 0, receipt: ReceiptPick::Issued(0) }, stats(0)]);
+    check(&ops);
+}
+
+#[test]
+fn a_send_delay_survives_and_release_and_backoff_delays_do_not() {
+    let backoff = ConfigSpec { backoff: BackoffSpec::Fixed(Span::Secs(600)), ..config() };
+    let ops = [
+        Op::Create { name: A, config: backoff },
+        Op::Send { queue: 0, size: 4, delay: Some(Span::Secs(90)) },
+        send(0),
+        receive(0),
+        // Released for ten minutes (the backoff): the log does not know.
+        Op::Release { queue: 0, receipt: ReceiptPick::Issued(0), delay: None },
+        Op::Advance { by: Span::Secs(30) },
+        stats(0),
+        Op::Restart,
+        // The released one is ready; the delayed send still has 60 s to go.
+        stats(0),
+        receive(0),
+        Op::Advance { by: Span::Secs(59) },
+        receive(0),
+        Op::Advance { by: Span::Secs(1) },
+        stats(0),
+        receive(0),
+    ];
+    check(&ops);
+}
+
+#[test]
+fn a_message_at_the_ceiling_moves_to_its_dead_letter_queue_at_open() {
+    let jobs = ConfigSpec { max_receives: Some(2), dead_letter_queue: Some(DLQ), ..config() };
+    let ops = [
+        Op::Create { name: DLQ, config: config() },
+        Op::Create { name: A, config: jobs },
+        send(1),
+        send(1),
+        receive(1),
+        Op::Release { queue: 1, receipt: ReceiptPick::Issued(0), delay: Some(Span::Zero) },
+        // Both in flight, one at its second delivery (the ceiling).
+        receive(1),
+        Op::Restart,
+        stats(0),
+        stats(1),
+        receive(0),
+        // A second restart keeps the move (it was logged) and moves nothing.
+        Op::Restart,
+        stats(0),
+        stats(1),
+    ];
+    check(&ops);
+}
+
+#[test]
+fn a_full_dead_letter_queue_keeps_its_own_messages_and_the_poison_stays() {
+    let small = ConfigSpec { max_messages: Some(2), ..config() };
+    let jobs = ConfigSpec { max_receives: Some(1), dead_letter_queue: Some(DLQ), ..config() };
+    let ops = [
+        Op::Create { name: DLQ, config: small },
+        Op::Create { name: A, config: jobs },
+        send(1),
+        send(0),
+        send(0),
+        receive(1),
+        // The lease runs out at the ceiling; the full dead-letter queue keeps
+        // the message on its queue (an overflow), then the restart.
+        Op::Advance { by: Span::Secs(31) },
+        stats(1),
+        Op::Restart,
+        stats(0),
+        stats(1),
+    ];
+    check(&ops);
+}
+
+#[test]
+fn a_deleted_queue_stays_deleted_and_its_name_can_be_reused() {
+    let ops = [
+        Op::Create { name: A, config: config() },
+        Op::Create { name: B, config: config() },
+        send(0),
+        Op::Delete { name: A },
+        Op::Restart,
+        // Queue 0 is the deleted one: refused as deleted.
+        send(0),
+        receive(0),
+        Op::Purge { queue: 0 },
+        Op::Create { name: A, config: config() },
+        send(2),
+        Op::Restart,
+        stats(2),
+        receive(2),
+    ];
+    check(&ops);
+}
+
+#[test]
+fn ids_never_repeat_across_restarts() {
+    let mut ops = vec![Op::Create { name: A, config: config() }];
+    for _ in 0..4 {
+        ops.extend([send(0), Op::SendBatch { queue: 0, sizes: vec![1, 2, 3] }, Op::Restart]);
+    }
+    ops.push(stats(0));
+    // Every send's id is checked fresh; sixteen messages drained at the end.
+    assert_eq!(check(&ops), 16);
+}
