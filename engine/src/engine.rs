@@ -403,17 +403,20 @@ impl Engine {
     }
 
     /// What opening the data dir found: `None` for an in-memory engine.
+    #[must_use]
     pub fn recovery(&self) -> Option<&RecoveryReport> {
         self.inner.recovery.get()
     }
 
     /// What the log writer of a durable engine has done; `None` for an
     /// in-memory engine.
+    #[must_use]
     pub fn log_stats(&self) -> Option<crate::LogStats> {
         self.inner.shared.journal.as_ref().map(|journal| journal.stats())
     }
 
     /// The sync policy of a durable engine; `None` for an in-memory one.
+    #[must_use]
     pub fn sync_policy(&self) -> Option<SyncPolicy> {
         self.inner.shared.journal.as_ref().map(|journal| journal.policy)
     }

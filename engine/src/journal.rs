@@ -573,6 +573,7 @@ pub struct LogStats {
 
 impl LogStats {
     /// Records per sync on average (what group commit achieved).
+    #[must_use]
     pub fn records_per_sync(&self) -> f64 {
         if self.syncs == 0 { 0.0 } else { self.records as f64 / self.syncs as f64 }
     }
