@@ -31,7 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::builder().clock(clock.clone()).build();
     let q = engine
         .create_queue("renders", QueueConfig { visibility_timeout: Duration::from_secs(30), ..Default::default() })?;
-    q.send(&b"render the report"[..])?;
+    q.send(b"render the report")?;
 
     let a = q.receive(1)?.remove(0);
     println!("A received the job with fencing token {}", a.fencing_token);

@@ -34,7 +34,7 @@
 //! let clock = ManualClock::new();
 //! let engine = Engine::builder().clock(clock.clone()).build();
 //! let q = engine.create_queue("jobs", QueueConfig::default())?;
-//! q.send(&b"render frame 7"[..])?;
+//! q.send(b"render frame 7")?;
 //!
 //! let a = q.receive(1)?.remove(0);              // consumer A, 30 s lease
 //! clock.advance(Duration::from_secs(31));        // A stalls past its lease
@@ -66,6 +66,7 @@ mod journal;
 mod lease;
 mod lifecycle;
 mod log;
+mod payload;
 mod queue;
 mod ready;
 mod receipt;
@@ -77,6 +78,13 @@ mod timers;
 mod tsc;
 mod waiters;
 mod wheel;
+
+/// The payload type of a [`Delivery`] (re-exported from the `bytes` crate so
+/// callers need not depend on it).
+pub use bytes::Bytes;
+/// The histogram type of [`QueueStats`]' distributions (re-exported from
+/// `hdrhistogram`).
+pub use hdrhistogram::Histogram;
 
 pub use backoff::Backoff;
 pub use clock::{Clock, MANUAL_UNIX_ORIGIN, ManualClock, Nanos, SystemClock};
@@ -93,6 +101,7 @@ pub use error::{Error, LeaseError, ReceiptError};
 pub use journal::loom_hooks;
 pub use journal::{LogStats, SyncPolicy};
 pub use log::{DEFAULT_SEGMENT_BYTES, DamagedRange, DurableBuilder, MIN_SEGMENT_BYTES, RecoveryReport, Repair};
+pub use payload::Payload;
 pub use queue::{Queue, ReceiveFuture};
 pub use receipt::{MessageId, Receipt};
 pub use stats::{QueueStats, SUGGESTION_MARGIN, SUGGESTION_MIN_SAMPLES};

@@ -11,8 +11,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
-
 use crate::clock::{Nanos, duration_nanos};
 use crate::config::{MAX_BATCH, QueueConfig};
 use crate::dead_letter::DeadLetterLog;
@@ -20,6 +18,7 @@ use crate::delivery::{Delivery, ReceiveOptions, SendOptions};
 use crate::engine::{EngineInner, EngineShared};
 use crate::error::{Error, LeaseError};
 use crate::journal::SyncPolicy;
+use crate::payload::Payload;
 use crate::receipt::{MessageId, Receipt};
 use crate::shard::{Shard, ShardRing, shard_capacity};
 use crate::stats::QueueStats;
@@ -190,17 +189,30 @@ impl Queue {
         Nanos(self.core.now())
     }
 
-    /// Sends a message, receivable at once.
-    pub fn send(&self, payload: impl Into<Bytes>) -> Result<MessageId, Error> {
+    /// Sends a message, receivable at once. The payload is anything that
+    /// converts into a [`Payload`](crate::Payload): `Bytes` (never copied),
+    /// `Vec<u8>` or `String` (moved in), `&[u8]`, `&[u8; N]` or `&str`
+    /// (copied).
+    ///
+    /// # Errors
+    ///
+    /// `QueueDeleted`, `MessageTooLarge`, `QueueFull` (which hands the
+    /// payload back) and, on a durable engine, `Storage`.
+    pub fn send(&self, payload: impl Into<Payload>) -> Result<MessageId, Error> {
         self.send_with(payload, SendOptions::default())
     }
 
     /// Sends a message with options (a delay before it is receivable).
-    pub fn send_with(&self, payload: impl Into<Bytes>, options: impl Into<SendOptions>) -> Result<MessageId, Error> {
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::send`], and `DelayTooLong` for a delay over the queue's
+    /// `max_delay`.
+    pub fn send_with(&self, payload: impl Into<Payload>, options: impl Into<SendOptions>) -> Result<MessageId, Error> {
         let core = &self.core;
         core.check_live()?;
         let delay = self.delay_of(options.into())?;
-        let id = core.send_one(payload.into(), delay, core.now())?;
+        let id = core.send_one(payload.into().into_bytes(), delay, core.now())?;
         if delay == 0 {
             core.waiters.notify();
         }
@@ -217,13 +229,13 @@ impl Queue {
     /// Sends several messages; one result per payload, in order. Each
     /// payload succeeds or fails on its own (a full queue refuses the rest and
     /// hands each payload back).
-    pub fn send_batch<P: Into<Bytes>>(&self, payloads: impl IntoIterator<Item = P>) -> Vec<Result<MessageId, Error>> {
+    pub fn send_batch<P: Into<Payload>>(&self, payloads: impl IntoIterator<Item = P>) -> Vec<Result<MessageId, Error>> {
         let core = &self.core;
         if let Err(e) = core.check_live() {
             return payloads.into_iter().map(|_| Err(e.clone())).collect();
         }
         let now = core.now();
-        let results = core.send_many(payloads.into_iter().map(Into::into), now);
+        let results = core.send_many(payloads.into_iter().map(|p| p.into().into_bytes()), now);
         if results.iter().any(Result::is_ok) {
             core.waiters.notify();
         }

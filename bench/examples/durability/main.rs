@@ -26,7 +26,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use leaseq::{Engine, QueueConfig, SyncPolicy};
+use leaseq::{Bytes, Engine, QueueConfig, SyncPolicy};
 use peers::{Client, Durability, Peer};
 
 const PAYLOAD: [u8; 100] = [0x5a; 100];
@@ -60,7 +60,7 @@ struct LeaseqClient(leaseq::Queue);
 
 impl Client for LeaseqClient {
     fn send(&mut self, payload: &[u8]) -> io::Result<()> {
-        self.0.send(bytes::Bytes::copy_from_slice(payload)).map(drop).map_err(io::Error::other)
+        self.0.send(payload).map(drop).map_err(io::Error::other)
     }
 
     fn take_and_ack(&mut self) -> io::Result<bool> {
@@ -235,7 +235,7 @@ fn recovery(dir: &Path, messages: usize) -> (Duration, u64) {
         let mut left = messages;
         while left > 0 {
             let n = left.min(1024);
-            for r in q.send_batch((0..n).map(|_| &PAYLOAD[..])) {
+            for r in q.send_batch((0..n).map(|_| Bytes::from_static(&PAYLOAD))) {
                 r.unwrap();
             }
             left -= n;
@@ -290,7 +290,7 @@ fn churn(dir: &Path, live: usize, cycles: usize) {
     let mut left = live;
     while left > 0 {
         let n = left.min(1024);
-        for r in q.send_batch((0..n).map(|_| &PAYLOAD[..])) {
+        for r in q.send_batch((0..n).map(|_| Bytes::from_static(&PAYLOAD))) {
             r.unwrap();
         }
         left -= n;
@@ -300,7 +300,7 @@ fn churn(dir: &Path, live: usize, cycles: usize) {
     let started = Instant::now();
     let sample_every = (cycles / 100).max(1);
     for k in 0..cycles {
-        q.send(&PAYLOAD[..]).unwrap();
+        q.send(Bytes::from_static(&PAYLOAD)).unwrap();
         let d = q.receive(1).unwrap().pop().expect("the oldest message");
         q.ack(&d.receipt).unwrap();
         if k % sample_every == 0 {

@@ -54,7 +54,7 @@ impl Drop for KeeperInner {
 /// let clock = ManualClock::new();
 /// let engine = Engine::builder().clock(clock.clone()).build();
 /// let q = engine.create_queue("jobs", QueueConfig { visibility_timeout: Duration::from_secs(10), ..Default::default() })?;
-/// q.send(&b"job"[..])?;
+/// q.send(b"job")?;
 /// let keeper = LeaseKeeper::manual(LeasePolicy::default())?;
 /// let guard = keeper.keep(&q, q.receive(1)?.remove(0))?;
 /// for _ in 0..6 {                       // a minute of work, renewed every 5 s
@@ -355,7 +355,7 @@ mod tests {
         let q = engine
             .create_queue("jobs", QueueConfig { visibility_timeout: VIS, shards: Some(1), ..QueueConfig::default() })
             .unwrap();
-        q.send(&b"job"[..]).unwrap();
+        q.send(b"job").unwrap();
         (clock, q)
     }
 
@@ -533,7 +533,7 @@ mod tests {
     #[test]
     fn release_all_hands_messages_back_and_tells_the_guards() {
         let (_clock, q) = setup();
-        q.send(&b"second"[..]).unwrap();
+        q.send(b"second").unwrap();
         let keeper = LeaseKeeper::manual(policy()).unwrap();
         let guards: Vec<_> = q.receive(2).unwrap().into_iter().map(|d| keeper.keep(&q, d).unwrap()).collect();
         assert_eq!(keeper.release_all(), 2);
@@ -554,7 +554,7 @@ mod tests {
         let sibling = engine.create_queue("other", QueueConfig::default()).unwrap();
         let foreign =
             Engine::builder().clock(clock.clone()).build().create_queue("jobs", QueueConfig::default()).unwrap();
-        q.send(&b"job"[..]).unwrap();
+        q.send(b"job").unwrap();
         let d = q.receive(1).unwrap().remove(0);
         let keeper = LeaseKeeper::manual(policy()).unwrap();
 
