@@ -135,7 +135,7 @@ impl Subject for EngineSubject {
     }
 
     fn receive_for(&self, max: usize, visibility: Duration) -> Vec<Delivery> {
-        self.queue.receive_with(max, ReceiveOptions::visibility(visibility)).unwrap_or_default()
+        self.queue.receive_with(max, ReceiveOptions::new().visibility(visibility)).unwrap_or_default()
     }
 
     #[inline]

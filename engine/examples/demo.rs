@@ -30,7 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("A received {} (attempt {}, receipt {})", a.id, a.delivery_count, a.receipt);
     println!("A crashes without acking; the lease runs out after 50 ms");
     let waited = Instant::now();
-    let b = jobs.receive_with(1, ReceiveOptions::wait(Duration::from_secs(1)))?.remove(0);
+    let b = jobs.receive_with(1, ReceiveOptions::new().wait(Duration::from_secs(1)))?.remove(0);
     println!("B received {} after {:?} (attempt {})", b.id, waited.elapsed(), b.delivery_count);
     match jobs.ack(&a.receipt) {
         Err(LeaseError::Stale) => println!("A's late ack is refused as stale: it cannot complete B's attempt"),
@@ -41,7 +41,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     jobs.send(b"poison")?;
     for attempt in 1..=3 {
-        let d = jobs.receive_with(1, ReceiveOptions::wait(Duration::from_secs(1)))?.remove(0);
+        let d = jobs.receive_with(1, ReceiveOptions::new().wait(Duration::from_secs(1)))?.remove(0);
         println!("poison attempt {attempt}: failing it");
         jobs.release(&d.receipt, Duration::ZERO)?;
     }

@@ -59,16 +59,32 @@ pub struct ReceiveOptions {
 }
 
 impl ReceiveOptions {
-    /// Wait up to `wait` for a message.
+    /// The defaults: the queue's visibility timeout, no waiting. Chain
+    /// [`wait`](Self::wait) and [`visibility`](Self::visibility) on it:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leaseq::ReceiveOptions;
+    ///
+    /// let options = ReceiveOptions::new().wait(Duration::from_secs(20)).visibility(Duration::from_secs(60));
+    /// assert_eq!(options.wait, Some(Duration::from_secs(20)));
+    /// assert_eq!(options.visibility, Some(Duration::from_secs(60)));
+    /// ```
     #[must_use]
-    pub fn wait(wait: Duration) -> Self {
-        ReceiveOptions { wait: Some(wait), ..Self::default() }
+    pub const fn new() -> Self {
+        ReceiveOptions { visibility: None, wait: None }
     }
 
-    /// Lease received messages for `visibility`.
+    /// These options, waiting up to `wait` for a message.
     #[must_use]
-    pub fn visibility(visibility: Duration) -> Self {
-        ReceiveOptions { visibility: Some(visibility), ..Self::default() }
+    pub const fn wait(self, wait: Duration) -> Self {
+        ReceiveOptions { wait: Some(wait), ..self }
+    }
+
+    /// These options, leasing received messages for `visibility`.
+    #[must_use]
+    pub const fn visibility(self, visibility: Duration) -> Self {
+        ReceiveOptions { visibility: Some(visibility), ..self }
     }
 }
 

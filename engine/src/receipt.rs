@@ -86,7 +86,8 @@ impl Receipt {
     /// Whether `queue` issued this receipt: the same checks (engine, queue,
     /// integrity tag) every lease operation makes first, without touching a
     /// lease. The lease keeper uses it to refuse a delivery handed to it with
-    /// the wrong queue.
+    /// the wrong queue (unused under loom, which has no consumer module).
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn issued_by(&self, queue: &QueueCore) -> Result<(), ReceiptError> {
         if self.engine != queue.engine.id {
             return Err(ReceiptError::WrongEngine);

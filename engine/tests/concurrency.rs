@@ -58,7 +58,7 @@ fn run_stress(
             let mut n = 0usize;
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
-                let batch = queue.receive_with(8, ReceiveOptions::wait(Duration::from_millis(20))).unwrap();
+                let batch = queue.receive_with(8, ReceiveOptions::new().wait(Duration::from_millis(20))).unwrap();
                 if batch.is_empty() {
                     let s = queue.stats();
                     if done_sending.load(Ordering::Acquire) && s.ready + s.delayed + s.in_flight == 0 {
@@ -174,7 +174,7 @@ fn blocking_receive_is_woken_by_a_send() {
         let queue = queue.clone();
         thread::spawn(move || {
             let started = Instant::now();
-            let got = queue.receive_with(1, ReceiveOptions::wait(Duration::from_secs(30))).unwrap();
+            let got = queue.receive_with(1, ReceiveOptions::new().wait(Duration::from_secs(30))).unwrap();
             (got, started.elapsed())
         })
     };
@@ -192,7 +192,7 @@ fn blocking_receive_is_woken_by_an_expiry_and_times_out_empty() {
         .create_queue("poll", QueueConfig { visibility_timeout: Duration::from_millis(30), ..QueueConfig::default() })
         .unwrap();
     let started = Instant::now();
-    let empty = queue.receive_with(1, ReceiveOptions::wait(Duration::from_millis(40))).unwrap();
+    let empty = queue.receive_with(1, ReceiveOptions::new().wait(Duration::from_millis(40))).unwrap();
     assert!(empty.is_empty());
     assert!(started.elapsed() >= Duration::from_millis(40), "waited the full time");
 
@@ -200,7 +200,7 @@ fn blocking_receive_is_woken_by_an_expiry_and_times_out_empty() {
     let first = queue.receive(1).unwrap();
     assert_eq!(first.len(), 1);
     let started = Instant::now();
-    let again = queue.receive_with(1, ReceiveOptions::wait(Duration::from_secs(30))).unwrap();
+    let again = queue.receive_with(1, ReceiveOptions::new().wait(Duration::from_secs(30))).unwrap();
     assert_eq!(again.len(), 1, "the expiry made it ready and woke us");
     assert_eq!(again[0].delivery_count, 2);
     let waited = started.elapsed();
@@ -216,7 +216,7 @@ fn blocking_receive_on_a_manual_clock_waits_in_virtual_time() {
     let held = queue.receive(1).unwrap().remove(0);
     let receiver = {
         let queue = queue.clone();
-        thread::spawn(move || queue.receive_with(1, ReceiveOptions::wait(Duration::from_secs(60))).unwrap())
+        thread::spawn(move || queue.receive_with(1, ReceiveOptions::new().wait(Duration::from_secs(60))).unwrap())
     };
     thread::sleep(Duration::from_millis(50));
     assert!(!receiver.is_finished(), "nothing can happen until virtual time moves");
@@ -227,7 +227,7 @@ fn blocking_receive_on_a_manual_clock_waits_in_virtual_time() {
 
     let receiver = {
         let queue = queue.clone();
-        thread::spawn(move || queue.receive_with(1, ReceiveOptions::wait(Duration::from_secs(10))).unwrap())
+        thread::spawn(move || queue.receive_with(1, ReceiveOptions::new().wait(Duration::from_secs(10))).unwrap())
     };
     thread::sleep(Duration::from_millis(20));
     clock.advance(Duration::from_secs(11));
@@ -267,14 +267,14 @@ fn async_receive_is_woken_by_a_send_and_by_its_timeout() {
         })
     };
     let started = Instant::now();
-    let got = block_on(queue.receive_async(1, ReceiveOptions::wait(Duration::from_secs(30)))).unwrap();
+    let got = block_on(queue.receive_async(1, ReceiveOptions::new().wait(Duration::from_secs(30)))).unwrap();
     sender.join().unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(&got[0].payload[..], b"hello");
     assert!(started.elapsed() < Duration::from_secs(10));
 
     let started = Instant::now();
-    let none = block_on(queue.receive_async(1, ReceiveOptions::wait(Duration::from_millis(30)))).unwrap();
+    let none = block_on(queue.receive_async(1, ReceiveOptions::new().wait(Duration::from_millis(30)))).unwrap();
     assert!(none.is_empty());
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(30) && waited < Duration::from_secs(10), "{waited:?}");
@@ -291,7 +291,7 @@ fn async_timeout_wakes_an_idle_driver() {
     let queue = engine.create_queue("idle", QueueConfig::default()).unwrap();
     thread::sleep(Duration::from_millis(100));
     let started = Instant::now();
-    let none = block_on(queue.receive_async(1, ReceiveOptions::wait(Duration::from_millis(50)))).unwrap();
+    let none = block_on(queue.receive_async(1, ReceiveOptions::new().wait(Duration::from_millis(50)))).unwrap();
     let waited = started.elapsed();
     assert!(none.is_empty());
     assert!(waited >= Duration::from_millis(50) && waited < Duration::from_millis(500), "{waited:?}");
@@ -305,7 +305,7 @@ fn a_release_wakes_a_long_poller() {
     let d = queue.receive(1).unwrap().remove(0);
     let receiver = {
         let queue = queue.clone();
-        thread::spawn(move || queue.receive_with(1, ReceiveOptions::wait(Duration::from_secs(30))).unwrap())
+        thread::spawn(move || queue.receive_with(1, ReceiveOptions::new().wait(Duration::from_secs(30))).unwrap())
     };
     thread::sleep(Duration::from_millis(50));
     let started = Instant::now();
@@ -321,7 +321,7 @@ fn a_long_poll_on_a_queue_deleted_under_it_returns_queue_deleted() {
     let queue = engine.create_queue("doomed", QueueConfig::default()).unwrap();
     let receiver = {
         let queue = queue.clone();
-        thread::spawn(move || queue.receive_with(1, ReceiveOptions::wait(Duration::from_secs(30))))
+        thread::spawn(move || queue.receive_with(1, ReceiveOptions::new().wait(Duration::from_secs(30))))
     };
     thread::sleep(Duration::from_millis(50));
     let started = Instant::now();

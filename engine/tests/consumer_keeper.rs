@@ -30,7 +30,7 @@ fn competitor(q: &Queue, stop: Arc<AtomicBool>) -> thread::JoinHandle<Vec<Delive
     thread::spawn(move || {
         let mut got = Vec::new();
         while !stop.load(Ordering::SeqCst) {
-            for d in q.receive_with(1, ReceiveOptions::wait(Duration::from_millis(10))).unwrap() {
+            for d in q.receive_with(1, ReceiveOptions::new().wait(Duration::from_millis(10))).unwrap() {
                 q.ack(&d.receipt).unwrap();
                 got.push(d);
             }

@@ -123,7 +123,7 @@ fn graceful_shutdown_releases_unfinished_work_for_another_consumer_at_once() {
     assert_eq!(report.stats.ack_refused, 1, "its late ack is refused: {report:?}");
     assert_eq!(*reasons.lock().unwrap(), vec![Some(LossReason::ReleasedByKeeper)]);
     // Another consumer gets the message now, not after 30 s.
-    let d = q.receive_with(1, ReceiveOptions::wait(Duration::from_secs(5))).unwrap().remove(0);
+    let d = q.receive_with(1, ReceiveOptions::new().wait(Duration::from_secs(5))).unwrap().remove(0);
     // Delivery 2, unless an idle worker's last poll caught it and handed it straight back.
     assert_eq!((d.id, d.delivery_count), (id, 2 + report.stats.returned_unhandled as u32), "{report:?}");
     assert!(begun.elapsed() < Duration::from_secs(10), "{:?}", begun.elapsed());

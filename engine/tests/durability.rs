@@ -39,7 +39,7 @@ fn drain(engine: &Engine, queue: &str) -> BTreeMap<u64, (Vec<u8>, u32)> {
     let q = engine.queue(queue).unwrap();
     let mut all = BTreeMap::new();
     loop {
-        let got = q.receive_with(1024, ReceiveOptions::visibility(Duration::from_secs(3600))).unwrap();
+        let got = q.receive_with(1024, ReceiveOptions::new().visibility(Duration::from_secs(3600))).unwrap();
         if got.is_empty() {
             return all;
         }

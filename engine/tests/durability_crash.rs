@@ -110,7 +110,7 @@ fn child_load(dir: &Path, policy: SyncPolicy, seed: u64) {
                 }
             }
             out.flush().unwrap();
-            let got = q.receive_with(4, ReceiveOptions::visibility(Duration::from_millis(300))).unwrap();
+            let got = q.receive_with(4, ReceiveOptions::new().visibility(Duration::from_millis(300))).unwrap();
             for d in &got {
                 writeln!(out, "@R {name} {} {}", d.id.as_u64(), d.delivery_count).unwrap();
             }
@@ -316,7 +316,7 @@ fn reconcile(dir: &Path, policy: SyncPolicy, ledger: &mut Ledger, lossy: bool) -
         let q = engine.queue(name).unwrap();
         let mut held = Vec::new();
         loop {
-            let got = q.receive_with(1024, ReceiveOptions::visibility(Duration::from_secs(600))).unwrap();
+            let got = q.receive_with(1024, ReceiveOptions::new().visibility(Duration::from_secs(600))).unwrap();
             if got.is_empty() {
                 break;
             }

@@ -57,7 +57,7 @@ fn a_late_ack_finds_the_lease_already_expired() {
 fn a_zero_visibility_lease_expires_as_it_is_granted() {
     let (_clock, _engine, jobs, dlq) = engine_with_ceiling_one();
     jobs.send(&b"poison"[..]).unwrap();
-    let attempt = jobs.receive_with(1, ReceiveOptions::visibility(Duration::ZERO)).unwrap().remove(0);
+    let attempt = jobs.receive_with(1, ReceiveOptions::new().visibility(Duration::ZERO)).unwrap().remove(0);
     assert_eq!(attempt.deadline, attempt.received_at);
     assert_eq!(dlq.stats().ready, 1, "over at once, so at the ceiling it is dead-lettered at once");
     assert_eq!(jobs.ack(&attempt.receipt), Err(LeaseError::Stale));

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use leaseq::{Bytes, Engine, Histogram, ManualClock, Queue, QueueConfig};
+use leaseq::{Bytes, Engine, Histogram, ManualClock, Queue, QueueConfig, ReceiveOptions};
 
 fn queue() -> (Engine, Queue) {
     let engine = Engine::builder().clock(ManualClock::new()).build();
@@ -61,4 +61,17 @@ fn stats_histograms_are_named_by_the_crate() {
     let stats = q.stats();
     let processing: &Histogram<u64> = &stats.processing_time;
     assert_eq!(processing.len(), 1);
+}
+
+#[test]
+fn receive_options_chain_and_keep_each_setting() {
+    let (_engine, q) = queue();
+    q.send(b"m").unwrap();
+    let options = ReceiveOptions::new().visibility(Duration::from_secs(5)).wait(Duration::from_secs(1));
+    let d = q.receive_with(1, options).unwrap().remove(0);
+    assert_eq!(d.deadline, q.now().saturating_add(Duration::from_secs(5)));
+    assert_eq!(
+        options,
+        ReceiveOptions { visibility: Some(Duration::from_secs(5)), wait: Some(Duration::from_secs(1)) }
+    );
 }

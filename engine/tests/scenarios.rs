@@ -383,15 +383,15 @@ fn late_ack_is_accepted_if_not_redelivered_and_rejected_on_request() {
 fn visibility_zero_and_per_call_override() {
     let (clock, _engine, q) = setup(QueueConfig::default());
     q.send(&b"x"[..]).unwrap();
-    let d = q.receive_with(1, ReceiveOptions::visibility(Duration::ZERO)).unwrap().remove(0);
+    let d = q.receive_with(1, ReceiveOptions::new().visibility(Duration::ZERO)).unwrap().remove(0);
     assert_eq!(q.extend(&d.receipt, secs(10)), Err(LeaseError::Expired), "a zero lease is over at once");
     let again = one(&q);
     assert_eq!(again.delivery_count, 2);
     clock.advance(SECOND);
     q.release(&again.receipt, Duration::ZERO).unwrap();
-    let short = q.receive_with(1, ReceiveOptions::visibility(secs(2))).unwrap().remove(0);
+    let short = q.receive_with(1, ReceiveOptions::new().visibility(secs(2))).unwrap().remove(0);
     assert_eq!(short.deadline, Nanos(3_000_000_000));
-    let too_long = q.receive_with(1, ReceiveOptions::visibility(secs(13 * 3600)));
+    let too_long = q.receive_with(1, ReceiveOptions::new().visibility(secs(13 * 3600)));
     assert!(matches!(too_long, Err(Error::VisibilityTooLong { .. })), "{too_long:?}");
 }
 
