@@ -278,6 +278,14 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A worker pool could not start (`?` on `consumer::run` or
+    /// `PoolBuilder::start` in a function returning `leaseq::Error`).
+    #[cfg(not(loom))]
+    Pool(Box<crate::consumer::PoolError>),
+    /// A lease policy is out of range (`?` on `LeaseKeeper::spawn` or
+    /// `manual`).
+    #[cfg(not(loom))]
+    Policy(crate::consumer::PolicyError),
 }
 
 impl Error {
@@ -357,6 +365,10 @@ impl fmt::Display for Error {
                  Open with Repair::SkipDamaged to skip the damaged part and report what was lost",
                 file.display()
             ),
+            #[cfg(not(loom))]
+            Error::Pool(e) => write!(f, "{e}"),
+            #[cfg(not(loom))]
+            Error::Policy(e) => write!(f, "{e}"),
         }
     }
 }
@@ -365,8 +377,36 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Lease(e) => Some(e),
+            #[cfg(not(loom))]
+            Error::Pool(e) => Some(e.as_ref()),
+            #[cfg(not(loom))]
+            Error::Policy(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+#[cfg(not(loom))]
+impl From<crate::consumer::PoolError> for Error {
+    fn from(e: crate::consumer::PoolError) -> Self {
+        Error::Pool(Box::new(e))
+    }
+}
+
+#[cfg(not(loom))]
+impl From<crate::consumer::PolicyError> for Error {
+    fn from(e: crate::consumer::PolicyError) -> Self {
+        Error::Policy(e)
+    }
+}
+
+/// A refused `LeaseKeeper::keep` as the receipt error it is. The delivery it
+/// handed back is dropped (its lease on the queue that issued it runs out);
+/// match on `KeepRefused` instead to keep it.
+#[cfg(not(loom))]
+impl From<crate::consumer::KeepRefused> for Error {
+    fn from(e: crate::consumer::KeepRefused) -> Self {
+        Error::Lease(LeaseError::InvalidReceipt(e.reason))
     }
 }
 

@@ -236,3 +236,31 @@ fn bad_pool_settings_are_typed_errors() {
     ));
     assert_eq!(q.stats().received, 0, "nothing was received by a pool that did not start");
 }
+
+/// The shape of an application's `main`: every consumer call's error goes
+/// through `?` into `leaseq::Error`.
+fn serve(q: &Queue, workers: usize, policy: LeasePolicy) -> Result<u64, leaseq::Error> {
+    let keeper = consumer::LeaseKeeper::manual(policy.clone())?; // PolicyError
+    drop(keeper);
+    let pool = Pool::builder(q).workers(workers).policy(policy).start(|_| Ok(()))?; // PoolError
+    let drained = pool.wait_drained(Duration::from_secs(10));
+    let report = pool.shutdown(Duration::from_secs(5));
+    assert!(drained && report.clean, "{report:?}");
+    Ok(report.stats.acked)
+}
+
+#[test]
+fn pool_and_policy_errors_convert_into_leaseq_error() {
+    let (_engine, q) = queues(Duration::from_secs(5));
+    q.send(b"job").unwrap();
+    assert_eq!(serve(&q, 2, LeasePolicy::default()), Ok(1));
+
+    let bad_policy = LeasePolicy { renew_after: 2.0, ..LeasePolicy::default() };
+    let err = serve(&q, 2, bad_policy).unwrap_err();
+    assert!(matches!(&err, leaseq::Error::Policy(e) if e.field == "renew_after"), "{err:?}");
+    assert!(std::error::Error::source(&err).is_some());
+
+    let err = serve(&q, 0, LeasePolicy::default()).unwrap_err();
+    assert!(matches!(&err, leaseq::Error::Pool(e) if **e == PoolError::InvalidWorkers { requested: 0 }), "{err:?}");
+    assert_eq!(err.to_string(), "a pool needs 1..=1024 workers, not 0");
+}
