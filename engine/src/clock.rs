@@ -12,7 +12,11 @@ use std::time::{Duration, Instant};
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering, lock};
 use crate::tsc::Tsc;
 
-/// A point on an engine's clock, in nanoseconds since the clock's origin.
+/// A point on an engine's clock, in nanoseconds since the clock's origin
+/// (when a `SystemClock` was made, zero for a `ManualClock`).
+/// It compares with other times of the same engine only; `Queue::time_until`
+/// and `Queue::instant_of` (or `Engine::instant_of`) turn it into a
+/// `Duration` from now or an `Instant`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Nanos(pub u64);
 
@@ -45,6 +49,19 @@ impl fmt::Display for Nanos {
 /// A duration as whole nanoseconds, saturating at `u64::MAX` (584 years).
 pub(crate) fn duration_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The `Instant` at which `clock` reads `t`: `None` for a manual clock,
+/// whose time is not real time. Any other clock is taken to run at real time
+/// (`SystemClock` does), so `t` is placed by its distance from one reading
+/// of each clock taken back to back: exact to the gap between the two reads,
+/// and to the counter's calibration over that distance (parts per million).
+pub(crate) fn instant_at(clock: &dyn Clock, t: Nanos) -> Option<Instant> {
+    if clock.is_manual() {
+        return None;
+    }
+    let (now, wall) = (clock.now(), Instant::now());
+    if t >= now { wall.checked_add(t.saturating_since(now)) } else { wall.checked_sub(now.saturating_since(t)) }
 }
 
 /// A source of monotonic time for an engine.

@@ -24,7 +24,10 @@ pub struct Delivery {
     pub payload: Bytes,
     /// Deliveries of this message on this queue, including this one (1-based).
     pub delivery_count: u32,
-    /// When this attempt's lease runs out (engine clock).
+    /// When this attempt's lease runs out, on the engine clock (nanoseconds
+    /// since its origin, not an `Instant`): `Queue::time_until(deadline)`
+    /// gives the time left, `Queue::instant_of(deadline)` the `Instant` on a
+    /// real clock.
     pub deadline: Nanos,
     /// When this attempt began (engine clock).
     pub received_at: Nanos,
@@ -40,7 +43,9 @@ pub struct Delivery {
 }
 
 impl Delivery {
-    /// The lease left at `now` (zero once it ran out).
+    /// The lease left at `now` (an engine-clock time such as `Queue::now()`),
+    /// zero once it ran out.
+    #[must_use]
     pub fn lease_left(&self, now: Nanos) -> Duration {
         self.deadline.saturating_since(now)
     }

@@ -247,6 +247,13 @@ impl Engine {
         self.inner.shared.clock.now()
     }
 
+    /// The `Instant` at which the engine clock reads `t`; `None` under a
+    /// `ManualClock`. See [`Queue::instant_of`].
+    #[must_use]
+    pub fn instant_of(&self, t: Nanos) -> Option<std::time::Instant> {
+        crate::clock::instant_at(self.inner.shared.clock.as_ref(), t)
+    }
+
     /// The engine clock's Unix time (`Clock::unix_now`).
     pub(crate) fn unix_now(&self) -> u64 {
         self.inner.shared.clock.unix_now()

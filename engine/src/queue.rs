@@ -189,6 +189,37 @@ impl Queue {
         Nanos(self.core.now())
     }
 
+    /// How long until the engine clock reads `t` (a `Delivery::deadline`,
+    /// a `LeaseGuard::deadline`), zero if it has. It is measured on the
+    /// engine clock, so it holds under a `ManualClock` too.
+    #[must_use]
+    pub fn time_until(&self, t: Nanos) -> Duration {
+        t.saturating_since(self.core.engine.clock.now())
+    }
+
+    /// The `Instant` at which the engine clock reads `t`, to compare a
+    /// deadline with `Instant::now()` or hand it to an API that takes an
+    /// `Instant`. `None` under a `ManualClock`, whose time is not real time
+    /// (use [`Queue::time_until`] there). A clock of your own that is not
+    /// manual is taken to run at real time.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use leaseq::{Engine, QueueConfig, ReceiveOptions};
+    ///
+    /// let engine = Engine::new();
+    /// let q = engine.create_queue("jobs", QueueConfig::default())?;
+    /// q.send(b"job")?;
+    /// let d = q.receive_with(1, ReceiveOptions::new().visibility(Duration::from_secs(30)))?.remove(0);
+    /// let deadline: Instant = q.instant_of(d.deadline).expect("a system clock runs in real time");
+    /// assert!(deadline > Instant::now() + Duration::from_secs(29));
+    /// # Ok::<(), leaseq::Error>(())
+    /// ```
+    #[must_use]
+    pub fn instant_of(&self, t: Nanos) -> Option<std::time::Instant> {
+        crate::clock::instant_at(self.core.engine.clock.as_ref(), t)
+    }
+
     /// Sends a message, receivable at once. The payload is anything that
     /// converts into a [`Payload`](crate::Payload): `Bytes` (never copied),
     /// `Vec<u8>` or `String` (moved in), `&[u8]`, `&[u8; N]` or `&str`

@@ -3,7 +3,7 @@
 //! adapters. Each test here stopped compiling or failed before the API named
 //! the type or accepted the form.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use leaseq::{Bytes, Engine, Histogram, ManualClock, Queue, QueueConfig, ReceiveOptions};
 
@@ -74,4 +74,56 @@ fn receive_options_chain_and_keep_each_setting() {
         options,
         ReceiveOptions { visibility: Some(Duration::from_secs(5)), wait: Some(Duration::from_secs(1)) }
     );
+}
+
+#[test]
+fn a_deadline_converts_to_an_instant_on_a_system_clock() {
+    let engine = Engine::new();
+    let q = engine.create_queue("jobs", QueueConfig::default()).unwrap();
+    q.send(b"m").unwrap();
+    let lease = Duration::from_secs(30);
+    let before = Instant::now();
+    let d = q.receive_with(1, ReceiveOptions::new().visibility(lease)).unwrap().remove(0);
+    let after = Instant::now();
+    let deadline = q.instant_of(d.deadline).expect("a system clock is real time");
+    // Slack for the two clock reads each side and the counter's calibration.
+    let slack = Duration::from_millis(100);
+    assert!(deadline + slack >= before + lease && deadline <= after + lease + slack, "{:?}", deadline - before);
+    assert_eq!(engine.instant_of(d.deadline).map(|i| i > before + lease - slack), Some(true));
+    let left = q.time_until(d.deadline);
+    assert!(left <= lease && left + slack >= lease, "{left:?}");
+    // A time already passed maps before now.
+    assert!(q.instant_of(leaseq::Nanos(0)).is_some_and(|i| i <= Instant::now()));
+}
+
+#[test]
+fn a_manual_clock_deadline_has_time_left_but_no_instant() {
+    let clock = ManualClock::new();
+    let engine = Engine::builder().clock(clock.clone()).build();
+    let q = engine.create_queue("jobs", QueueConfig::default()).unwrap();
+    q.send(b"m").unwrap();
+    let d = q.receive_with(1, ReceiveOptions::new().visibility(Duration::from_secs(30))).unwrap().remove(0);
+    assert_eq!(q.instant_of(d.deadline), None);
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(q.time_until(d.deadline), Duration::from_secs(20));
+    assert_eq!(d.lease_left(q.now()), Duration::from_secs(20));
+    clock.advance(Duration::from_secs(25));
+    assert_eq!(q.time_until(d.deadline), Duration::ZERO);
+}
+
+#[test]
+fn a_guard_reports_its_lease_left_after_each_renewal() {
+    use leaseq::consumer::{LeaseKeeper, LeasePolicy};
+    let clock = ManualClock::new();
+    let engine = Engine::builder().clock(clock.clone()).build();
+    let config = QueueConfig { visibility_timeout: Duration::from_secs(10), ..QueueConfig::default() };
+    let q = engine.create_queue("jobs", config).unwrap();
+    q.send(b"m").unwrap();
+    let keeper = LeaseKeeper::manual(LeasePolicy::default()).unwrap();
+    let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0)).unwrap();
+    assert_eq!((guard.lease_left(), guard.deadline_instant()), (Duration::from_secs(10), None));
+    clock.advance(Duration::from_secs(6)); // past half the grant: renewal due
+    keeper.tick(q.now());
+    assert_eq!(guard.lease_left(), Duration::from_secs(10), "renewed for another grant from now");
+    guard.ack().unwrap();
 }

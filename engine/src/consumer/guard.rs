@@ -133,9 +133,23 @@ impl LeaseGuard {
         self.cell.lock().status()
     }
 
-    /// The current deadline (moves later with each renewal).
+    /// The current deadline (moves later with each renewal), on the engine
+    /// clock: [`lease_left`](Self::lease_left) and
+    /// [`deadline_instant`](Self::deadline_instant) put it in `std::time`
+    /// terms.
     pub fn deadline(&self) -> Nanos {
         self.cell.lock().lease.deadline
+    }
+
+    /// Time left before the current deadline, zero once it passed.
+    pub fn lease_left(&self) -> Duration {
+        self.cell.queue.time_until(self.deadline())
+    }
+
+    /// The current deadline as an `Instant`; `None` under a `ManualClock`
+    /// (see `Queue::instant_of`).
+    pub fn deadline_instant(&self) -> Option<std::time::Instant> {
+        self.cell.queue.instant_of(self.deadline())
     }
 
     /// Whether the lease is still held: not refused, not past its deadline on
