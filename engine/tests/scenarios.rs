@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use leaseq::{
-    AttemptOutcome, Backoff, DeadLetterReason, Engine, Error, LateAck, LeaseError, ManualClock, Nanos, Queue,
+    AttemptOutcome, Backoff, Clock, DeadLetterReason, Engine, Error, LateAck, LeaseError, ManualClock, Nanos, Queue,
     QueueConfig, Receipt, ReceiptError, ReceiveOptions, SendOptions,
 };
 
@@ -56,6 +56,29 @@ fn happy_path_t0_to_t4() {
     clock.advance(secs(60));
     assert!(q.receive(1).unwrap().is_empty(), "an acked message never comes back");
     assert_eq!(q.stats().processing_time.len(), 1);
+}
+
+/// Time moved past the end of the clock stops there: a lease granted before
+/// is long over and its message comes back, and leases and delays granted at
+/// the end of time saturate instead of overflowing.
+#[test]
+fn huge_advances_saturate_and_a_long_passed_lease_is_redelivered() {
+    let config = QueueConfig { max_delay: secs(365 * 24 * 3600), ..QueueConfig::default() };
+    let (clock, _engine, q) = setup(config);
+    q.send(&b"job"[..]).unwrap();
+    let first = one(&q);
+    let centuries = secs(300 * 365 * 24 * 3600);
+    clock.advance(centuries);
+    clock.advance(centuries);
+    assert_eq!(clock.now(), Nanos(u64::MAX), "the clock stops at its end");
+    let again = one(&q);
+    assert_eq!((again.id, again.delivery_count), (first.id, 2), "the old lease expired");
+    assert_eq!(again.deadline, Nanos(u64::MAX), "a lease granted at the end of time saturates");
+    assert_eq!(q.ack(&first.receipt), Err(LeaseError::Stale));
+    q.send_with(&b"later"[..], secs(3600)).unwrap();
+    q.ack(&again.receipt).unwrap();
+    let s = q.stats();
+    assert_eq!((s.expired, s.acked, s.delayed + s.ready), (1, 1, 1), "{s:?}");
 }
 
 #[test]

@@ -370,6 +370,18 @@ mod tests {
         assert_eq!(q.now(), Nanos(32_000_000_000));
     }
 
+    /// A wait with no practical limit (`Duration::MAX`) is a wait without
+    /// one, not an `Instant` overflow.
+    #[test]
+    fn waiting_without_a_limit_returns_the_loss() {
+        let (clock, q) = setup();
+        let keeper = LeaseKeeper::manual(policy()).unwrap();
+        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0));
+        clock.advance(VIS);
+        assert_eq!(guard.wait_lost(Duration::MAX), Some(LossReason::Expired));
+        assert_eq!(guard.loss_signal().wait(Duration::MAX), Some(LossReason::Expired));
+    }
+
     #[test]
     fn without_ticks_the_lease_is_lost_at_the_deadline() {
         let (clock, q) = setup();
