@@ -591,8 +591,11 @@ impl QueueCore {
     // ----- extend ------------------------------------------------------------
 
     /// extend: `InFlight(g)` -> `InFlight(g)` with a later (or earlier)
-    /// deadline, while the lease is held and within `max_lease`.
-    pub(crate) fn extend(&self, receipt: &Receipt, visibility: Duration) -> Result<Nanos, LeaseError> {
+    /// deadline, while the lease is held and within `max_lease`. With
+    /// `up_to_cap`, a deadline past the cap is lowered to the cap instead of
+    /// refused, and refused only when that grants nothing (the lease already
+    /// ends at the cap).
+    pub(crate) fn extend(&self, receipt: &Receipt, visibility: Duration, up_to_cap: bool) -> Result<Nanos, LeaseError> {
         let (shard, slot) = self.locate(receipt)?;
         if visibility > self.config.max_visibility {
             return Err(LeaseError::VisibilityTooLong { requested: visibility, max: self.config.max_visibility });
@@ -614,10 +617,16 @@ impl QueueCore {
             claim.revert();
             return refuse(LeaseError::Expired);
         }
-        let extended = now.saturating_add(duration_nanos(visibility));
-        if extended.saturating_sub(received_at) > self.limits.max_lease {
-            claim.revert();
-            return refuse(LeaseError::CapExceeded { max_lease: self.config.max_lease });
+        let mut extended = now.saturating_add(duration_nanos(visibility));
+        let cap_ends = received_at.saturating_add(self.limits.max_lease);
+        if extended > cap_ends {
+            // Every grant so far kept within the cap, so `deadline <= cap_ends`:
+            // clamped, the lease moves later unless it ends at the cap already.
+            if !up_to_cap || cap_ends <= deadline {
+                claim.revert();
+                return refuse(LeaseError::CapExceeded { max_lease: self.config.max_lease });
+            }
+            extended = cap_ends;
         }
         // SAFETY: we hold the claim.
         unsafe { slot.body_mut(|body| body.deadline = extended) };

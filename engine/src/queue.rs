@@ -314,7 +314,19 @@ impl Queue {
     /// Extends the lease to now + `visibility`. Only while the lease is held
     /// (before its deadline); refused past `max_lease` for one attempt.
     pub fn extend(&self, receipt: &Receipt, visibility: Duration) -> Result<Nanos, LeaseError> {
-        let result = self.core.extend(receipt, visibility);
+        let result = self.core.extend(receipt, visibility, false);
+        self.core.note_late_call(receipt, &result);
+        result
+    }
+
+    /// Like `extend`, except that a deadline past `max_lease` is lowered to
+    /// the cap (`received_at + max_lease`) instead of refused: for a renewal
+    /// sized to end at the cap from a clock reading taken a moment before
+    /// this call, which `extend` would refuse for those moments. Refused with
+    /// `CapExceeded` only when the lease already ends at the cap. Returns the
+    /// deadline granted.
+    pub fn extend_up_to_cap(&self, receipt: &Receipt, visibility: Duration) -> Result<Nanos, LeaseError> {
+        let result = self.core.extend(receipt, visibility, true);
         self.core.note_late_call(receipt, &result);
         result
     }

@@ -176,6 +176,39 @@ fn the_lease_cap_bounds_one_attempt() {
     assert_eq!(one(&q).delivery_count, 2, "after the cap the message is recovered");
 }
 
+/// `extend_up_to_cap` grants what the cap leaves instead of refusing: the
+/// deadline ends exactly at `received_at + max_lease`, and once it is there
+/// the call is refused (nothing more to grant) and changes nothing.
+#[test]
+fn extend_up_to_cap_clamps_to_the_cap_then_refuses() {
+    let (clock, _engine, q) = setup(QueueConfig {
+        visibility_timeout: secs(30),
+        max_visibility: secs(60),
+        max_lease: secs(100),
+        ..QueueConfig::default()
+    });
+    q.send(&b"x"[..]).unwrap();
+    clock.advance(secs(3));
+    let d = one(&q);
+    clock.advance(secs(25));
+    assert_eq!(q.extend_up_to_cap(&d.receipt, secs(60)).unwrap(), Nanos(88_000_000_000), "below the cap: as extend");
+    clock.advance(secs(30));
+    assert_eq!(q.extend_up_to_cap(&d.receipt, secs(60)).unwrap(), Nanos(103_000_000_000), "clamped to the cap");
+    clock.advance(secs(10));
+    assert_eq!(q.extend_up_to_cap(&d.receipt, secs(60)), Err(LeaseError::CapExceeded { max_lease: secs(100) }));
+    assert_eq!(
+        q.extend_up_to_cap(&d.receipt, secs(61)),
+        Err(LeaseError::VisibilityTooLong { requested: secs(61), max: secs(60) })
+    );
+    let s = q.stats();
+    assert_eq!((s.extensions, s.extensions_refused), (2, 1));
+    // A shorter ask still shortens the lease, as `extend` does.
+    assert_eq!(q.extend_up_to_cap(&d.receipt, secs(1)).unwrap(), Nanos(69_000_000_000));
+    clock.advance(secs(1));
+    assert_eq!(one(&q).delivery_count, 2);
+    assert_eq!(q.extend_up_to_cap(&d.receipt, secs(1)), Err(LeaseError::Stale));
+}
+
 #[test]
 fn release_with_delay_and_release_now() {
     let (clock, _engine, q) = setup(QueueConfig::default());
