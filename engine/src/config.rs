@@ -50,7 +50,9 @@ pub struct QueueConfig {
     /// Deliveries after which a failed attempt dead-letters the message.
     /// Needs `dead_letter_queue`.
     pub max_receives: Option<u32>,
-    /// Name of the queue that failed messages move to; must exist already.
+    /// Name of the queue that failed messages move to; must exist already,
+    /// with a `max_payload` at least this queue's (a dead-letter queue takes
+    /// every message its sources can hold, so a move never fails on size).
     pub dead_letter_queue: Option<String>,
     /// The late-ack rule.
     pub late_ack: LateAck,

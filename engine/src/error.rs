@@ -81,6 +81,9 @@ pub enum LeaseError {
     /// `dead_letter` on a queue that has no dead-letter queue configured.
     NoDeadLetterQueue,
     /// The dead-letter queue is at capacity; the message stays leased here.
+    /// (Also returned, message kept, for a payload above the dead-letter
+    /// queue's `max_payload`, which only a pair of queues restored from a
+    /// log written before `create_queue` checked their limits can meet.)
     DeadLetterQueueFull {
         /// Name of the full dead-letter queue.
         name: String,

@@ -231,6 +231,56 @@ fn release_with_delay_and_release_now() {
     assert!(matches!(refused, Err(LeaseError::DelayTooLong { .. })), "{refused:?}");
 }
 
+/// A dead-letter queue must take every message its sources can hold: one
+/// whose `max_payload` is below its source's is refused when the source is
+/// created, and nothing is created.
+#[test]
+fn a_dead_letter_queue_must_accept_every_payload_its_sources_can_hold() {
+    let clock = ManualClock::new();
+    let engine = Engine::builder().clock(clock.clone()).build();
+    engine.create_queue("small-dlq", QueueConfig { max_payload: 10, ..QueueConfig::default() }).unwrap();
+    let linked = |max_payload| QueueConfig {
+        max_payload,
+        max_receives: Some(1),
+        dead_letter_queue: Some("small-dlq".into()),
+        ..QueueConfig::default()
+    };
+    match engine.create_queue("jobs", linked(1_000)) {
+        Err(Error::InvalidConfig { field: "dead_letter_queue", reason }) => {
+            assert!(reason.contains("10") && reason.contains("1000"), "the reason names both limits: {reason}")
+        }
+        other => panic!("a 10-byte dead-letter queue for 1000-byte messages was accepted: {other:?}"),
+    }
+    assert_eq!(engine.list_queues(), vec!["small-dlq".to_string()], "nothing was created");
+    let q = engine.create_queue("jobs", linked(10)).unwrap();
+    q.send(&b"0123456789"[..]).unwrap();
+    let d = one(&q);
+    q.dead_letter(&d.receipt, "poison").unwrap();
+    assert_eq!(engine.queue("small-dlq").unwrap().stats().ready, 1);
+}
+
+/// Redrive moves only what the target may hold: a ready message above the
+/// target's `max_payload` stays on the source (behind the others), is
+/// counted there, and the rest still move.
+#[test]
+fn redrive_leaves_messages_too_large_for_the_target_where_they_are() {
+    let clock = ManualClock::new();
+    let engine = Engine::builder().clock(clock.clone()).default_shards(1).build();
+    let from = engine.create_queue("from", QueueConfig::default()).unwrap();
+    let to = engine.create_queue("to", QueueConfig { max_payload: 10, ..QueueConfig::default() }).unwrap();
+    for size in [5, 1_000, 6, 5_000, 7] {
+        from.send(vec![b'x'; size]).unwrap();
+    }
+    assert_eq!(engine.redrive("from", "to", 10).unwrap(), 3);
+    let moved: Vec<usize> = to.receive(10).unwrap().iter().map(|d| d.payload.len()).collect();
+    assert_eq!(moved, vec![5, 6, 7], "only payloads the target allows");
+    let s = from.stats();
+    assert_eq!((s.ready, s.redriven_out, s.redrive_too_large), (2, 3, 2), "{s:?}");
+    let left: Vec<usize> = from.receive(10).unwrap().iter().map(|d| d.payload.len()).collect();
+    assert_eq!(left, vec![1_000, 5_000], "the refused ones stay, in their order");
+    assert_eq!(to.stats().sent, 3);
+}
+
 #[test]
 fn poison_message_reaches_the_dead_letter_queue_with_its_record() {
     let (clock, _engine, q, dlq) = with_dlq(QueueConfig { max_receives: Some(3), ..QueueConfig::default() });
