@@ -20,7 +20,11 @@ pub enum LateAck {
     Reject,
 }
 
-/// Most messages one `receive` or batch call may handle.
+/// Most messages one call may handle: `receive` asks for 1..=`MAX_BATCH`,
+/// `send_batch` takes at most `MAX_BATCH` payloads and `ack_batch` at most
+/// `MAX_BATCH` receipts. A larger batch is refused whole, before anything
+/// changes, with `InvalidBatchSize` (`Error` or `LeaseError`; for the two
+/// batch calls, as every item's result).
 pub const MAX_BATCH: usize = 1024;
 /// Most shards a queue may have.
 pub const MAX_SHARDS: usize = 256;

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use leaseq::{
-    AttemptOutcome, Backoff, Clock, DeadLetterReason, Engine, Error, LateAck, LeaseError, ManualClock, Nanos, Queue,
-    QueueConfig, Receipt, ReceiptError, ReceiveOptions, SendOptions,
+    AttemptOutcome, Backoff, Clock, DeadLetterReason, Engine, Error, LateAck, LeaseError, MAX_BATCH, ManualClock,
+    Nanos, Queue, QueueConfig, Receipt, ReceiptError, ReceiveOptions, SendOptions,
 };
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -521,6 +521,31 @@ fn batches_receive_and_ack_per_receipt() {
     assert_eq!(all, expected, "every message delivered once");
     assert_eq!(q.receive(0), Err(Error::InvalidBatchSize { requested: 0, max: 1024 }));
     assert_eq!(q.receive(1025), Err(Error::InvalidBatchSize { requested: 1025, max: 1024 }));
+}
+
+/// One rule for every batch call: at most `MAX_BATCH` messages (a receive
+/// asks for 1..=`MAX_BATCH`); a larger batch is refused whole with
+/// `InvalidBatchSize`, one error per item, and changes nothing.
+#[test]
+fn every_batch_call_is_refused_whole_above_max_batch() {
+    let (_clock, _engine, q) = setup(QueueConfig { shards: Some(2), ..QueueConfig::default() });
+    let too_many = q.send_batch((0..MAX_BATCH + 1).map(|_| &b"x"[..]));
+    assert_eq!(too_many.len(), MAX_BATCH + 1, "one result per payload");
+    let refusal = Error::InvalidBatchSize { requested: MAX_BATCH + 1, max: MAX_BATCH };
+    assert!(too_many.iter().all(|r| r.as_ref() == Err(&refusal)), "{:?}", too_many[0]);
+    assert_eq!(q.stats().sent, 0, "nothing was sent");
+    assert!(q.send_batch((0..MAX_BATCH).map(|_| &b"x"[..])).iter().all(Result::is_ok));
+    let got = q.receive(MAX_BATCH).unwrap();
+    let mut receipts: Vec<Receipt> = got.iter().map(|d| d.receipt).collect();
+    receipts.push(got[0].receipt);
+    let refused = q.ack_batch(&receipts);
+    assert_eq!(refused.len(), MAX_BATCH + 1);
+    let refusal = LeaseError::InvalidBatchSize { requested: MAX_BATCH + 1, max: MAX_BATCH };
+    assert!(refused.iter().all(|r| r.as_ref() == Err(&refusal)), "{:?}", refused[0]);
+    let s = q.stats();
+    assert_eq!((s.acked, s.stale_acks, s.in_flight), (0, 0, MAX_BATCH as u64), "nothing was acked");
+    assert!(q.ack_batch(&receipts[..MAX_BATCH]).iter().all(Result::is_ok));
+    assert_eq!(q.stats().acked, MAX_BATCH as u64);
 }
 
 #[test]

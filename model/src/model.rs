@@ -360,10 +360,15 @@ impl Model {
         self.send_one(queue, payload, nanos(delay), id)
     }
 
-    /// Sends several messages without delay; one result per payload.
+    /// Sends several messages without delay; one result per payload. More
+    /// than `MAX_BATCH` are refused whole.
     pub fn send_batch(&mut self, queue: QueueRef, payloads: Vec<(Bytes, MessageId)>) -> Vec<Result<(), Error>> {
         self.begin();
-        if let Err(e) = self.check_live(queue) {
+        let refusal = self.check_live(queue).and_then(|()| match payloads.len() {
+            n if n > MAX_BATCH => Err(Error::InvalidBatchSize { requested: n, max: MAX_BATCH }),
+            _ => Ok(()),
+        });
+        if let Err(e) = refusal {
             return payloads.iter().map(|_| Err(e.clone())).collect();
         }
         payloads.into_iter().map(|(payload, id)| self.send_one(queue, payload, 0, id)).collect()
