@@ -20,7 +20,7 @@ leaseq-bench: load generator for the leaseq engine, with a same-run Mutex baseli
 
 USAGE:
     leaseq-bench [run] [--smoke | --full] [--json PATH] [--only LIST] [--loads P:C:B:S,..]
-                 [--threads N,..] [--trial-ms MS] [--trials N]
+                 [--threads N,..] [--trial-ms MS] [--trials N] [--far-leases N]
     leaseq-bench report [--json PATH] [--also PATH,..] [--elsewhere PATH,..] [--out docs/benchmarks.md]
                         [--notes FILE]
     leaseq-bench --help
@@ -37,6 +37,7 @@ RUN (default):
     --threads LIST  thread counts of the scaling scenario (full default: 1,2,4)
     --trial-ms MS   length of one trial of the timed scenarios (full default: 500)
     --trials N      trials per figure, engine and baseline alternating; medians reported (default 5)
+    --far-leases N  leases of 250 days held in the expiry scenario's far-lease part (full default: 1000000)
 
     Scenarios:
     scaling     full cycles (send, receive, ack; 16-byte payloads), 1/2/4 threads, one shard each
@@ -44,7 +45,8 @@ RUN (default):
     latency     open loop at half the engine's measured saturation rate; HdrHistogram
                 percentiles from the intended send time (no coordinated omission)
     expiry      1e3..1e7 leases in flight expiring at one or 100 spread deadlines;
-                cost per expiry, expirations/s, deadline-to-receivable delay (real clock)
+                cost per expiry, expirations/s, deadline-to-receivable delay (real clock);
+                idle CPU and 2 ms lease lateness while N leases of 250 days are held (real clock)
     extension   renewals of many leases while others expire: extend cost and expiry slowdown
     memory      live bytes per queued and per in-flight message, excluding payload
 

@@ -313,7 +313,9 @@ fn page(run: &Value, earlier: &[Value], charts: &[&str], elsewhere: &[Elsewhere]
          jumps and go straight to firing; the \"filed in the wheel\" rows first move them into the timing wheel \
          (an untimed probe lease of 1 ms falls due, as the system clock's driver would drain them every tick), \
          so the firing includes the wheel's cascade and its read of each slot's arm. The delay rows use the real clock: a consumer polls while leases of 200–220 ms run out and \
-         records deadline → received again.\n\
+         records deadline → received again. The far-lease rows (real clock) hold N leases of 250 days, past the \
+         timing wheel's range at the 1 ms tick (about 208 days), and measure the process's CPU over an idle second \
+         and how late a polling consumer receives each of a series of 2 ms leases of other messages again.\n\
          - **extension**: `ManualClock`; some leases renewed every millisecond while others (spread deadlines) \
          run out; the expiry cost is compared with a run without renewals.\n\
          - **memory**: live bytes (a counting wrapper around mimalloc) after sending N messages with static \

@@ -30,6 +30,10 @@ pub(crate) fn main(args: &[String]) -> Result<(), String> {
     if let Some(n) = crate::flag_value(args, "--trials")? {
         profile.trials = n.parse().ok().filter(|n| (1..=100).contains(n)).ok_or("--trials wants 1..=100")?;
     }
+    if let Some(n) = crate::flag_value(args, "--far-leases")? {
+        profile.far_leases.0 =
+            n.parse().ok().filter(|n| (1..=10_000_000).contains(n)).ok_or("--far-leases wants 1..=10000000")?;
+    }
     let json_path = crate::flag_value(args, "--json")?.unwrap_or("target/leaseq-bench.json").to_string();
     let only: Vec<String> = match crate::flag_value(args, "--only")? {
         Some(list) => list.split(',').map(str::to_string).collect(),
@@ -38,8 +42,8 @@ pub(crate) fn main(args: &[String]) -> Result<(), String> {
     if let Some(bad) = only.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {
         return Err(format!("unknown scenario '{bad}'"));
     }
-    const KNOWN: [&str; 8] =
-        ["--smoke", "--full", "--json", "--only", "--loads", "--threads", "--trial-ms", "--trials"];
+    const KNOWN: [&str; 9] =
+        ["--smoke", "--full", "--json", "--only", "--loads", "--threads", "--trial-ms", "--trials", "--far-leases"];
     for a in args {
         if a.starts_with("--") && !KNOWN.contains(&a.as_str()) {
             return Err(format!("unknown option '{a}'"));
@@ -392,9 +396,39 @@ fn run_expiry(profile: &Profile, results: &mut Results) {
             Better::Lower,
         );
     }
+    let (far, short) = profile.far_leases;
+    let far_engine = expiry::far_leases::<EngineSubject>(far, short);
+    let far_baseline = expiry::far_leases::<BaselineQueue>(far, short);
+    let figure = |v: &serde_json::Value, key: &str| v[key].as_f64().unwrap_or(0.0);
+    results.row(
+        "expiry",
+        format!("{far} leases of 250 days: idle CPU"),
+        "% of a core",
+        figure(&far_engine, "idle_cpu_percent"),
+        Some(figure(&far_baseline, "idle_cpu_percent")),
+        Better::Lower,
+    );
+    for key in ["late_p50_ns", "late_p99_ns"] {
+        results.row(
+            "expiry",
+            format!("with them, a 2 ms lease received again late, {}", &key[5..8]),
+            "ns",
+            figure(&far_engine, key),
+            Some(figure(&far_baseline, key)),
+            Better::Lower,
+        );
+    }
+    let idle = figure(&far_engine, "idle_cpu_percent");
+    results.target(
+        &format!("idle CPU with {far} leases of 250 days"),
+        "<= 1% of a core",
+        format!("{idle:.2}%"),
+        idle <= 1.0,
+    );
     results.detail(
         "expiry",
         json!({"points": points, "delay": {"engine": delay_engine, "baseline": delay_baseline},
+               "far": {"engine": far_engine, "baseline": far_baseline},
                "method": "ManualClock, one shard; the clock jumps to the deadline(s) and receive(1), which applies due timers, is timed"}),
     );
 }

@@ -20,6 +20,9 @@ pub struct Setup {
     pub capacity: usize,
     /// Default lease.
     pub visibility: Duration,
+    /// The engine queue's `max_lease` (and so its longest visibility); the
+    /// baseline takes any lease.
+    pub max_lease: Duration,
     /// A manual clock, or `None` for the system clock (and the engine's
     /// driver thread).
     pub clock: Option<ManualClock>,
@@ -36,6 +39,7 @@ impl Default for Setup {
             shards: 1,
             capacity: 1 << 20,
             visibility: Duration::from_secs(30),
+            max_lease: Duration::from_secs(12 * 3600),
             clock: None,
             baseline_on_engine_clock: false,
         }
@@ -107,6 +111,8 @@ impl Subject for EngineSubject {
         };
         let config = QueueConfig {
             visibility_timeout: setup.visibility,
+            max_visibility: setup.max_lease,
+            max_lease: setup.max_lease,
             max_messages: setup.capacity,
             shards: Some(setup.shards),
             ..QueueConfig::default()

@@ -222,10 +222,15 @@ impl ManualClock {
     }
 
     /// Moves time forward by `d`, then wakes every engine using this clock.
+    /// Time stops at `u64::MAX` nanoseconds (584 years) instead of wrapping
+    /// round to the past.
     pub fn advance(&self, d: Duration) {
-        // Release pairs with the Acquire in `now`: whoever sees the new time
-        // also sees everything the advancing thread did before moving it.
-        self.inner.now.fetch_add(duration_nanos(d), Ordering::AcqRel);
+        let step = duration_nanos(d);
+        // Saturating, not `fetch_add`: a wrapped clock would put every
+        // deadline granted since back in the future. Release pairs with the
+        // Acquire in `now`: whoever sees the new time also sees everything the
+        // advancing thread did before moving it.
+        let _ = self.inner.now.fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| Some(now.saturating_add(step)));
         self.notify();
     }
 
@@ -278,6 +283,23 @@ mod tests {
         let other = clock.clone();
         other.advance(Duration::from_nanos(7));
         assert_eq!(clock.now(), Nanos(5_000_007), "clones share one time line");
+    }
+
+    /// Two advances of 300 years each pass `u64::MAX` nanoseconds (584
+    /// years): time stops at the end of the clock rather than wrapping back
+    /// to the early past, where every lease granted since would be hidden
+    /// again.
+    #[test]
+    fn manual_clock_saturates_instead_of_wrapping() {
+        let clock = ManualClock::new();
+        let centuries = Duration::from_secs(300 * 365 * 24 * 3600);
+        clock.advance(centuries);
+        let first = clock.now();
+        clock.advance(centuries);
+        assert!(clock.now() >= first, "time went backwards: {:?} after {first:?}", clock.now());
+        assert_eq!(clock.now(), Nanos(u64::MAX));
+        clock.advance(Duration::MAX);
+        assert_eq!(clock.now(), Nanos(u64::MAX));
     }
 
     #[test]

@@ -20,7 +20,11 @@ pub enum LateAck {
     Reject,
 }
 
-/// Most messages one `receive` or batch call may handle.
+/// Most messages one call may handle: `receive` asks for 1..=`MAX_BATCH`,
+/// `send_batch` takes at most `MAX_BATCH` payloads and `ack_batch` at most
+/// `MAX_BATCH` receipts. A larger batch is refused whole, before anything
+/// changes, with `InvalidBatchSize` (`Error` or `LeaseError`; for the two
+/// batch calls, as every item's result).
 pub const MAX_BATCH: usize = 1024;
 /// Most shards a queue may have.
 pub const MAX_SHARDS: usize = 256;
@@ -50,7 +54,9 @@ pub struct QueueConfig {
     /// Deliveries after which a failed attempt dead-letters the message.
     /// Needs `dead_letter_queue`.
     pub max_receives: Option<u32>,
-    /// Name of the queue that failed messages move to; must exist already.
+    /// Name of the queue that failed messages move to; must exist already,
+    /// with a `max_payload` at least this queue's (a dead-letter queue takes
+    /// every message its sources can hold, so a move never fails on size).
     pub dead_letter_queue: Option<String>,
     /// The late-ack rule.
     pub late_ack: LateAck,

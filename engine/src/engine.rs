@@ -260,7 +260,9 @@ impl Engine {
     }
 
     /// Creates a queue. Validates the name and config, that the name is free
-    /// and that the dead-letter queue exists; on error nothing is created.
+    /// and that the dead-letter queue exists and takes payloads as large as
+    /// this queue's (`max_payload` at least this one's); on error nothing is
+    /// created.
     pub fn create_queue(&self, name: &str, config: QueueConfig) -> Result<Queue, Error> {
         validate_name(name)?;
         config.validate()?;
@@ -278,6 +280,20 @@ impl Engine {
                 None => return Err(Error::DeadLetterQueueNotFound { name: dlq.clone() }),
             },
         };
+        if let Some(dlq) = &dead_letter {
+            // Checked when the queues are linked (configs never change), so
+            // a dead-letter move never holds a payload its queue forbids.
+            if dlq.config.max_payload < config.max_payload {
+                return Err(Error::InvalidConfig {
+                    field: "dead_letter_queue",
+                    reason: format!(
+                        "'{}' takes payloads of up to {} bytes, below this queue's max_payload of {}: a dead-letter \
+                         queue must accept every message its sources can hold",
+                        dlq.name, dlq.config.max_payload, config.max_payload
+                    ),
+                });
+            }
+        }
         let ordinal = self.inner.next_ordinal.load(Ordering::Relaxed);
         if ordinal > MAX_QUEUE_ORDINAL {
             return Err(Error::InvalidConfig {
@@ -388,7 +404,9 @@ impl Engine {
     /// Moves up to `max` ready messages from `from` (usually a dead-letter
     /// queue) to `to`, keeping ids and payloads and resetting delivery counts
     /// (like a hosted queue's message move task). Returns how many moved;
-    /// stops early, losing nothing, when `to` is full.
+    /// stops early, losing nothing, when `to` is full. A message above `to`'s
+    /// `max_payload` is not moved: it stays ready on `from`, behind the
+    /// others, and counts in `from`'s `QueueStats::redrive_too_large`.
     pub fn redrive(&self, from: &str, to: &str, max: usize) -> Result<usize, Error> {
         let from = self.queue(from)?;
         let to = self.queue(to)?;

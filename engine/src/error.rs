@@ -81,9 +81,20 @@ pub enum LeaseError {
     /// `dead_letter` on a queue that has no dead-letter queue configured.
     NoDeadLetterQueue,
     /// The dead-letter queue is at capacity; the message stays leased here.
+    /// (Also returned, message kept, for a payload above the dead-letter
+    /// queue's `max_payload`, which only a pair of queues restored from a
+    /// log written before `create_queue` checked their limits can meet.)
     DeadLetterQueueFull {
         /// Name of the full dead-letter queue.
         name: String,
+    },
+    /// An `ack_batch` of more than `MAX_BATCH` receipts: refused whole, every
+    /// receipt untouched.
+    InvalidBatchSize {
+        /// How many receipts the batch had.
+        requested: usize,
+        /// The largest batch allowed.
+        max: usize,
     },
     /// The queue was deleted.
     QueueDeleted,
@@ -140,6 +151,9 @@ impl fmt::Display for LeaseError {
             }
             LeaseError::DeadLetterQueueFull { name } => {
                 write!(f, "dead-letter queue '{name}' is full; the message stays leased on its queue")
+            }
+            LeaseError::InvalidBatchSize { requested, max } => {
+                write!(f, "a batch of {requested} receipts is above the limit of {max}; split it")
             }
             LeaseError::QueueDeleted => write!(f, "the queue was deleted"),
             LeaseError::Storage { reason } => write!(
@@ -244,9 +258,10 @@ pub enum Error {
         /// The queue's limit.
         max: Duration,
     },
-    /// A batch size outside `1..=max`.
+    /// A batch above `max` messages (a receive: asking for a count outside
+    /// `1..=max`); refused whole, nothing changed.
     InvalidBatchSize {
-        /// What was asked for.
+        /// What was asked for (a send batch: how many payloads it had).
         requested: usize,
         /// The largest batch allowed.
         max: usize,

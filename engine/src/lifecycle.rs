@@ -591,8 +591,11 @@ impl QueueCore {
     // ----- extend ------------------------------------------------------------
 
     /// extend: `InFlight(g)` -> `InFlight(g)` with a later (or earlier)
-    /// deadline, while the lease is held and within `max_lease`.
-    pub(crate) fn extend(&self, receipt: &Receipt, visibility: Duration) -> Result<Nanos, LeaseError> {
+    /// deadline, while the lease is held and within `max_lease`. With
+    /// `up_to_cap`, a deadline past the cap is lowered to the cap instead of
+    /// refused, and refused only when that grants nothing (the lease already
+    /// ends at the cap).
+    pub(crate) fn extend(&self, receipt: &Receipt, visibility: Duration, up_to_cap: bool) -> Result<Nanos, LeaseError> {
         let (shard, slot) = self.locate(receipt)?;
         if visibility > self.config.max_visibility {
             return Err(LeaseError::VisibilityTooLong { requested: visibility, max: self.config.max_visibility });
@@ -614,10 +617,16 @@ impl QueueCore {
             claim.revert();
             return refuse(LeaseError::Expired);
         }
-        let extended = now.saturating_add(duration_nanos(visibility));
-        if extended.saturating_sub(received_at) > self.limits.max_lease {
-            claim.revert();
-            return refuse(LeaseError::CapExceeded { max_lease: self.config.max_lease });
+        let mut extended = now.saturating_add(duration_nanos(visibility));
+        let cap_ends = received_at.saturating_add(self.limits.max_lease);
+        if extended > cap_ends {
+            // Every grant so far kept within the cap, so `deadline <= cap_ends`:
+            // clamped, the lease moves later unless it ends at the cap already.
+            if !up_to_cap || cap_ends <= deadline {
+                claim.revert();
+                return refuse(LeaseError::CapExceeded { max_lease: self.config.max_lease });
+            }
+            extended = cap_ends;
         }
         // SAFETY: we hold the claim.
         unsafe { slot.body_mut(|body| body.deadline = extended) };
@@ -839,7 +848,14 @@ impl QueueCore {
             delivery_count: 0,
             origin: Origin::Moved { from: self.ordinal },
         };
-        if dead_letter_queue.deleted.load(Ordering::Acquire) || dead_letter_queue.accept(arrival, 0, now).is_err() {
+        // A payload above the dead-letter queue's limit cannot arrive from a
+        // queue created here (`create_queue` links only queues that take
+        // their sources' payloads), but a queue restored from a log written
+        // before that rule could send one: it stays here, as when full.
+        let refused = dead_letter_queue.deleted.load(Ordering::Acquire)
+            || arrival.payload.len() > dead_letter_queue.config.max_payload
+            || dead_letter_queue.accept(arrival, 0, now).is_err();
+        if refused {
             return Err(claim);
         }
         dead_letter_queue.waiters.notify();
@@ -1115,12 +1131,16 @@ impl QueueCore {
 
     /// Moves up to `max` ready messages to `to`, keeping ids and payloads,
     /// resetting delivery counts and dead-letter records. Stops early when
-    /// `to` is full; a message that did not fit stays here.
+    /// `to` is full; a message that did not fit stays here. A message above
+    /// `to`'s `max_payload` is refused (counted) and stays here too, and the
+    /// redrive goes on with the others; the refused ones go back behind them.
     pub(crate) fn redrive_to(&self, to: &QueueCore, max: usize) -> usize {
         let now = self.now();
         let mut moved = 0;
+        let mut full = false;
         for shard in self.shards.iter() {
-            while moved < max {
+            let mut too_large = Vec::new();
+            while moved < max && !full {
                 let Some(entry) = shard.ready.pop() else {
                     break;
                 };
@@ -1132,6 +1152,12 @@ impl QueueCore {
                     let count = slot.delivery_count();
                     slot.body(|body| (body.identity.id(), body.payload.clone(), body.lifetime_deliveries(count)))
                 };
+                if payload.len() > to.config.max_payload {
+                    // Set aside, not pushed back now: this loop would pop it again.
+                    claim.revert();
+                    too_large.push(entry);
+                    continue;
+                }
                 let arrival = Arrival {
                     id: Some(MessageId(id)),
                     payload,
@@ -1143,10 +1169,15 @@ impl QueueCore {
                 if to.accept(arrival, 0, now).is_err() {
                     claim.revert();
                     shard.ready.push(entry);
-                    return moved;
+                    full = true;
+                    break;
                 }
                 self.discard(shard, entry.slot, slot, claim, Counter::RedrivenOut);
                 moved += 1;
+            }
+            if !too_large.is_empty() {
+                shard.stats.add(Counter::RedriveTooLarge, too_large.len() as u64);
+                too_large.into_iter().for_each(|entry| shard.ready.push(entry));
             }
         }
         if moved > 0 {

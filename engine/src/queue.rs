@@ -11,6 +11,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use crate::clock::{Nanos, duration_nanos};
 use crate::config::{MAX_BATCH, QueueConfig};
 use crate::dead_letter::DeadLetterLog;
@@ -100,9 +102,19 @@ impl QueueCore {
         }
     }
 
+    /// A receive's count: 1..=`MAX_BATCH`.
     fn check_batch(max: usize) -> Result<(), Error> {
-        if max == 0 || max > MAX_BATCH {
+        if max == 0 {
             return Err(Error::InvalidBatchSize { requested: max, max: MAX_BATCH });
+        }
+        Self::check_batch_len(max)
+    }
+
+    /// A batch's length: at most `MAX_BATCH` (the one rule of every batch
+    /// call, see `MAX_BATCH`).
+    fn check_batch_len(len: usize) -> Result<(), Error> {
+        if len > MAX_BATCH {
+            return Err(Error::InvalidBatchSize { requested: len, max: MAX_BATCH });
         }
         Ok(())
     }
@@ -257,24 +269,27 @@ impl Queue {
         Ok(duration_nanos(options.delay))
     }
 
-    /// Sends several messages; one result per payload, in order. Each
-    /// payload succeeds or fails on its own (a full queue refuses the rest and
-    /// hands each payload back).
+    /// Sends up to `MAX_BATCH` messages; one result per payload, in order.
+    /// Each payload succeeds or fails on its own (a full queue refuses the
+    /// rest and hands each payload back). A larger batch is refused whole:
+    /// every result is `InvalidBatchSize` and nothing is sent.
     pub fn send_batch<P: Into<Payload>>(&self, payloads: impl IntoIterator<Item = P>) -> Vec<Result<MessageId, Error>> {
         let core = &self.core;
-        if let Err(e) = core.check_live() {
-            return payloads.into_iter().map(|_| Err(e.clone())).collect();
+        let payloads: Vec<Bytes> = payloads.into_iter().map(|p| p.into().into_bytes()).collect();
+        let refusal = core.check_live().and_then(|()| QueueCore::check_batch_len(payloads.len()));
+        if let Err(e) = refusal {
+            return payloads.iter().map(|_| Err(e.clone())).collect();
         }
         let now = core.now();
-        let results = core.send_many(payloads.into_iter().map(|p| p.into().into_bytes()), now);
+        let results = core.send_many(payloads.into_iter(), now);
         if results.iter().any(Result::is_ok) {
             core.waiters.notify();
         }
         results
     }
 
-    /// Receives up to `max` messages (1..=1024) with the queue's default
-    /// visibility, without waiting.
+    /// Receives up to `max` messages (1..=`MAX_BATCH`) with the queue's
+    /// default visibility, without waiting.
     pub fn receive(&self, max: usize) -> Result<Vec<Delivery>, Error> {
         self.receive_with(max, ReceiveOptions::default())
     }
@@ -342,11 +357,16 @@ impl Queue {
         self.core.settle(result)
     }
 
-    /// Acks several receipts; one result per receipt, in order. The clock is
-    /// read once: every ack of the batch is judged (on time or late) at the
-    /// time the batch started.
+    /// Acks up to `MAX_BATCH` receipts; one result per receipt, in order. The
+    /// clock is read once: every ack of the batch is judged (on time or late)
+    /// at the time the batch started. A larger batch is refused whole: every
+    /// result is `LeaseError::InvalidBatchSize` and no receipt is touched.
     #[must_use]
     pub fn ack_batch(&self, receipts: &[Receipt]) -> Vec<Result<(), LeaseError>> {
+        if receipts.len() > MAX_BATCH {
+            let refusal = LeaseError::InvalidBatchSize { requested: receipts.len(), max: MAX_BATCH };
+            return receipts.iter().map(|_| Err(refusal.clone())).collect();
+        }
         let mut results = self.core.ack_batch_at(receipts, self.core.now());
         for (receipt, result) in receipts.iter().zip(&results) {
             self.core.note_late_call(receipt, result);
@@ -362,7 +382,19 @@ impl Queue {
     /// Extends the lease to now + `visibility`. Only while the lease is held
     /// (before its deadline); refused past `max_lease` for one attempt.
     pub fn extend(&self, receipt: &Receipt, visibility: Duration) -> Result<Nanos, LeaseError> {
-        let result = self.core.extend(receipt, visibility);
+        let result = self.core.extend(receipt, visibility, false);
+        self.core.note_late_call(receipt, &result);
+        result
+    }
+
+    /// Like `extend`, except that a deadline past `max_lease` is lowered to
+    /// the cap (`received_at + max_lease`) instead of refused: for a renewal
+    /// sized to end at the cap from a clock reading taken a moment before
+    /// this call, which `extend` would refuse for those moments. Refused with
+    /// `CapExceeded` only when the lease already ends at the cap. Returns the
+    /// deadline granted.
+    pub fn extend_up_to_cap(&self, receipt: &Receipt, visibility: Duration) -> Result<Nanos, LeaseError> {
+        let result = self.core.extend(receipt, visibility, true);
         self.core.note_late_call(receipt, &result);
         result
     }

@@ -78,9 +78,12 @@ pub(crate) enum Counter {
     /// Expired or released messages kept on this queue because the dead-letter
     /// queue was full.
     DeadLetterOverflow,
+    /// Ready messages a redrive left on this queue because they were above
+    /// the target queue's `max_payload`.
+    RedriveTooLarge,
 }
 
-const COUNTERS: usize = Counter::DeadLetterOverflow as usize + 1;
+const COUNTERS: usize = Counter::RedriveTooLarge as usize + 1;
 
 /// The distributions each shard keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -364,10 +367,15 @@ pub struct QueueStats {
     pub dead_lettered: u64,
     /// Messages removed by purge.
     pub purged: u64,
-    /// Failed attempts kept on this queue because the dead-letter queue was full.
+    /// Failed attempts kept on this queue because the dead-letter queue was
+    /// full (or, for queues restored from an old log, could not take the
+    /// payload).
     pub dead_letter_overflow: u64,
     /// Messages moved from this queue to another by redrive.
     pub redriven_out: u64,
+    /// Ready messages a redrive left on this queue because they were above
+    /// the target's `max_payload` (each refusal counts; the message stays).
+    pub redrive_too_large: u64,
     /// The queue's configured default visibility timeout.
     pub visibility_timeout: Duration,
     /// Receive to ack, nanoseconds.
@@ -445,6 +453,7 @@ impl QueueStats {
             purged: sums.get(Counter::Purged),
             dead_letter_overflow: sums.get(Counter::DeadLetterOverflow),
             redriven_out: sums.get(Counter::RedrivenOut),
+            redrive_too_large: sums.get(Counter::RedriveTooLarge),
             visibility_timeout,
             processing_time: histogram(Distribution::Processing),
             time_in_queue: histogram(Distribution::TimeInQueue),

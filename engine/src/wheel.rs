@@ -17,8 +17,12 @@
 //! slot's alarm (`alarm(slot)`), the exact deadline, and fires the entry, files
 //! it by that deadline if it lies later, or drops it if the slot has no alarm:
 //! a read of the slot just before the caller fires it anyway. Entries of the
-//! current tick and beyond the horizon are few and keep their deadline with
-//! them (`TimerEntry`, 12 bytes).
+//! current tick and beyond the horizon keep their deadline with them
+//! (`TimerEntry`, 12 bytes). The horizon is `PLACEABLE` ticks (about 208 days
+//! at 2^19 ns ticks, 13 days at 2^15), shorter than the year a lease or delay
+//! may last, so entries beyond it wait in an `Overflow` ordered by deadline,
+//! of which a poll reads only the earliest deadline until it comes within
+//! range: far entries cost nothing per poll however many there are.
 //!
 //! Invariant: `poll(now)` returns, each once, every entry whose deadline is
 //! `<= now`, where the deadline of an entry from a bucket is its slot's alarm
@@ -35,7 +39,8 @@
 //! timers) entries, not O(rate x visibility).
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::ops::Bound;
 
 /// One scheduled deadline: which slot, when. Ordered by deadline first. An
 /// entry is an alarm for its slot, not for one lease: whoever fires it looks
@@ -58,7 +63,7 @@ const SLOT_BITS: u32 = 6;
 const SLOTS: usize = 1 << SLOT_BITS;
 const SLOT_MASK: u64 = SLOTS as u64 - 1;
 /// Ticks the wheel spans. Entries further than half of it from `elapsed` wait
-/// in an overflow list (so a top-level slot can never be confused with the same
+/// in the overflow (so a top-level slot can never be confused with the same
 /// slot one rotation later) and are placed once time comes within range.
 const HORIZON: u64 = 1 << (SLOT_BITS as u64 * LEVELS as u64);
 const PLACEABLE: u64 = HORIZON / 2;
@@ -112,21 +117,68 @@ pub(crate) struct Wheel {
     levels: Box<[Level; LEVELS]>,
     /// Entries whose tick has been reached but whose deadline has not.
     current: BinaryHeap<Reverse<TimerEntry>>,
-    /// Entries beyond `PLACEABLE` ticks; at a 1 ms tick that is over a year away.
-    overflow: Vec<TimerEntry>,
+    /// Entries beyond `PLACEABLE` ticks, in deadline order.
+    overflow: Overflow,
     len: usize,
     /// A drained bucket's buffer, kept to avoid reallocating on the next one.
     spare: Bucket,
     /// Where an unfinished `sweep` resumes.
     sweep: Option<SweepCursor>,
+    /// Entries `poll` and `next_deadline` looked at (tests: work per poll).
+    #[cfg(test)]
+    examined: std::cell::Cell<u64>,
 }
 
 /// A position in the wheel's buckets: bucket `level * SLOTS + slot`, entry
-/// `index` within it.
+/// `index` within it; past the buckets, the last overflow entry examined.
 #[derive(Debug, Default, Clone, Copy)]
 struct SweepCursor {
     bucket: usize,
     index: usize,
+    after: Option<TimerEntry>,
+}
+
+/// Entries beyond the wheel's range, ordered by deadline, each with how many
+/// times it was inserted (the wheel returns an entry as often as it was
+/// scheduled). Only the earliest deadline, kept beside the map, is read
+/// until it comes within range, so far entries cost a poll one comparison
+/// however many there are: each is inserted and taken out once, O(log n).
+#[derive(Debug, Default)]
+struct Overflow {
+    entries: BTreeMap<TimerEntry, u32>,
+    first: Option<u64>,
+}
+
+impl Overflow {
+    fn insert(&mut self, entry: TimerEntry) {
+        *self.entries.entry(entry).or_insert(0) += 1;
+        self.first = Some(self.first.map_or(entry.deadline, |first| first.min(entry.deadline)));
+    }
+
+    /// The earliest deadline, `None` when empty. O(1).
+    fn first(&self) -> Option<u64> {
+        self.first
+    }
+
+    /// Takes out one copy of the earliest entry.
+    fn take_first(&mut self) -> Option<TimerEntry> {
+        let mut first = self.entries.first_entry()?;
+        let entry = *first.key();
+        if *first.get() > 1 {
+            *first.get_mut() -= 1;
+        } else {
+            first.remove();
+            self.first = self.entries.keys().next().map(|e| e.deadline);
+        }
+        Some(entry)
+    }
+
+    /// Removes every copy of `entry`; returns how many there were.
+    fn remove(&mut self, entry: TimerEntry) -> usize {
+        let copies = self.entries.remove(&entry).unwrap_or(0);
+        self.first = self.entries.keys().next().map(|e| e.deadline);
+        copies as usize
+    }
 }
 
 impl Wheel {
@@ -137,11 +189,20 @@ impl Wheel {
             elapsed: now >> tick_shift,
             levels: Box::new(std::array::from_fn(|_| Level::new())),
             current: BinaryHeap::new(),
-            overflow: Vec::new(),
+            overflow: Overflow::default(),
             len: 0,
             spare: Vec::new(),
             sweep: None,
+            #[cfg(test)]
+            examined: Default::default(),
         }
+    }
+
+    /// Counts `n` entries looked at (tests only).
+    #[inline]
+    fn examine(&self, _n: usize) {
+        #[cfg(test)]
+        self.examined.set(self.examined.get() + _n as u64);
     }
 
     /// Entries scheduled and not yet returned by `poll` (or dropped by
@@ -167,7 +228,7 @@ impl Wheel {
             return;
         }
         if tick - self.elapsed >= PLACEABLE {
-            self.overflow.push(entry);
+            self.overflow.insert(entry);
             return;
         }
         self.file(tick, entry.slot);
@@ -192,7 +253,8 @@ impl Wheel {
     /// taken in batches, each fired while the slots its alarms were read from
     /// are still in cache. Call again while `fired` comes back full (entries
     /// left due keep `next_deadline` at or before `now`). Amortised O(1) per
-    /// entry plus O(levels) per call.
+    /// entry plus O(levels) per call; an entry beyond the horizon costs
+    /// O(log n) once, when it comes within range.
     pub(crate) fn poll(
         &mut self,
         now: u64,
@@ -209,6 +271,7 @@ impl Wheel {
             }
             fired.push(*first);
             self.current.pop();
+            self.examine(1);
         }
         let mut stopped_early = false;
         while let Some((level, index, start)) = self.next_slot() {
@@ -231,6 +294,7 @@ impl Wheel {
                 let Some(BucketEntry { slot, offset }) = entries.pop() else {
                     break;
                 };
+                self.examine(1);
                 if level > 0 {
                     let tick = start + (u64::from(offset) << shift);
                     if tick > self.elapsed {
@@ -273,14 +337,20 @@ impl Wheel {
             if now_tick > self.elapsed {
                 self.elapsed = now_tick;
             }
-            if !self.overflow.is_empty() {
-                let waiting = std::mem::take(&mut self.overflow);
-                for entry in waiting {
-                    if entry.deadline <= now {
-                        fired.push(entry);
-                    } else {
-                        self.place(entry);
-                    }
+            // Far entries are looked at only once the earliest of them comes
+            // within range (saturating: `elapsed` may have jumped past it).
+            while let Some(first) = self.overflow.first() {
+                if self.tick_of(first).saturating_sub(self.elapsed) >= PLACEABLE || fired.len() >= limit {
+                    break;
+                }
+                let Some(entry) = self.overflow.take_first() else {
+                    break;
+                };
+                self.examine(1);
+                if entry.deadline <= now {
+                    fired.push(entry);
+                } else {
+                    self.place(entry);
                 }
             }
         }
@@ -330,17 +400,37 @@ impl Wheel {
                 level.occupied &= !(1 << slot);
             }
             release_slack(entries);
-            cursor = SweepCursor { bucket: cursor.bucket + 1, index: 0 };
+            cursor = SweepCursor { bucket: cursor.bucket + 1, index: 0, after: None };
         }
-        // The two small lists, whole: they hold at most one tick's entries
-        // and those beyond the horizon.
-        let before = self.current.len() + self.overflow.len();
-        self.overflow.retain(&mut keep);
-        release_slack(&mut self.overflow);
+        // Beyond the horizon, in deadline order from where the last call
+        // stopped: there may be millions (leases of months).
+        let from = cursor.after.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut rejected = Vec::new();
+        let mut unfinished = false;
+        for &entry in self.overflow.entries.range((from, Bound::Unbounded)).map(|(entry, _)| entry) {
+            if examined == budget {
+                unfinished = true;
+                break;
+            }
+            examined += 1;
+            cursor.after = Some(entry);
+            if !keep(&entry) {
+                rejected.push(entry);
+            }
+        }
+        for entry in rejected {
+            self.len -= self.overflow.remove(entry);
+        }
+        if unfinished {
+            self.sweep = Some(cursor);
+            return false;
+        }
+        // The current tick's entries, whole: one tick's worth.
+        let before = self.current.len();
         let mut current = std::mem::take(&mut self.current).into_vec();
         current.retain(|Reverse(entry)| keep(entry));
         self.current = BinaryHeap::from(current);
-        self.len -= before - (self.current.len() + self.overflow.len());
+        self.len -= before - self.current.len();
         self.spare = Vec::new();
         true
     }
@@ -349,7 +439,7 @@ impl Wheel {
     /// the wheel is empty. A lower bound: an occupied slot reports its start.
     pub(crate) fn next_deadline(&self) -> Option<u64> {
         let mut best = self.current.peek().map(|Reverse(e)| e.deadline);
-        if let Some(far) = self.overflow.iter().map(|e| e.deadline).min() {
+        if let Some(far) = self.overflow.first() {
             best = Some(best.map_or(far, |b| b.min(far)));
         }
         if let Some((_, _, start)) = self.next_slot() {
@@ -631,6 +721,51 @@ pub(crate) mod tests {
         assert_eq!(fired, vec![entry(far, 1)]);
     }
 
+    /// Entries past the horizon (250 days at the default tick, whose horizon
+    /// is about 208 days) cost a poll nothing until the earliest of them
+    /// comes within range: an idle driver polls every 100 ms, and each poll
+    /// looks at its own few entries, not at the far ones. They still fire
+    /// exactly at their deadlines, each once.
+    #[test]
+    fn far_entries_cost_a_poll_nothing_until_they_come_within_range() {
+        const MS: u64 = 1_000_000;
+        let day = 86_400_000 * MS;
+        let far = 250 * day;
+        let count = 100_000u32;
+        let mut wheel = Alarmed::new(19, 0);
+        for slot in 0..count {
+            wheel.insert(entry(far + u64::from(slot), slot));
+        }
+        let mut fired = Vec::new();
+        for step in 1..=1_000u64 {
+            let now = step * 100 * MS;
+            // An unrelated 2 ms lease, due before the next poll.
+            wheel.insert(entry(now + 2 * MS, count + step as u32));
+            let before = wheel.examined.get();
+            wheel.poll(now, &mut fired);
+            let hint = wheel.next_deadline().unwrap();
+            let work = wheel.examined.get() - before;
+            assert!(work <= 8, "poll {step} looked at {work} entries");
+            assert!(hint <= now + 2 * MS, "hint {hint} after the 2 ms lease");
+        }
+        assert_eq!(fired.len(), 999, "every short lease but the last fired");
+        assert!(fired.iter().all(|e| e.slot > count));
+        fired.clear();
+        wheel.poll(far - 1, &mut fired);
+        assert_eq!(fired.len(), 1, "only the last short lease");
+        fired.clear();
+        for k in [0, 1, 4_999, 50_000, u64::from(count) - 1] {
+            wheel.poll(far + k, &mut fired);
+            assert_eq!(fired.len() as u64, k + 1, "at {k} ns past the first far deadline");
+            assert!(fired.iter().all(|e| e.deadline <= far + k), "fired early");
+        }
+        let mut slots: Vec<u32> = fired.iter().map(|e| e.slot).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        assert_eq!(slots.len(), count as usize, "each far entry fired once");
+        assert_eq!(wheel.len(), 0);
+    }
+
     #[test]
     fn next_deadline_is_a_lower_bound() {
         let mut wheel = Alarmed::new(4, 0);
@@ -668,6 +803,55 @@ pub(crate) mod tests {
         assert_eq!(wheel.next_deadline(), None);
     }
 
+    /// How far ahead an entry is: mostly within a few milliseconds, some
+    /// past the horizon (at tick shifts below 12 it is under 2^48 ns).
+    fn delta() -> impl Strategy<Value = u64> {
+        prop_oneof![4 => 0u64..5_000_000, 1 => 0u64..1 << 48]
+    }
+
+    /// How far a poll moves time: mostly small steps, some long jumps.
+    fn step() -> impl Strategy<Value = u64> {
+        prop_oneof![6 => 0u64..200_000, 1 => 0u64..1 << 47]
+    }
+
+    /// The same entry inserted twice beyond the horizon comes back twice,
+    /// and a sweep that rejects it drops both copies, within its budget.
+    #[test]
+    fn far_duplicates_fire_as_often_as_inserted_and_sweep_in_budget() {
+        let mut wheel = Alarmed::new(0, 0);
+        let far = HORIZON * 2;
+        wheel.insert(entry(far, 1));
+        wheel.insert(entry(far, 1));
+        for slot in 2..40 {
+            wheel.insert(entry(far + u64::from(slot), slot));
+        }
+        assert_eq!(wheel.len(), 40);
+        let mut calls = 0;
+        loop {
+            let mut seen = 0;
+            let done = wheel.sweep(5, |e| {
+                seen += 1;
+                e.slot % 2 == 0
+            });
+            assert!(seen <= 5, "a sweep call examined {seen} entries, budget 5");
+            calls += 1;
+            if done {
+                break;
+            }
+        }
+        assert!(calls >= 8, "39 distinct far entries need at least 8 calls of 5");
+        assert_eq!(wheel.len(), 19, "slot 1's two copies and the other odd slots dropped");
+        wheel.insert(entry(far, 3));
+        wheel.insert(entry(far, 3));
+        let mut fired = Vec::new();
+        wheel.poll(far, &mut fired);
+        assert_eq!(fired, vec![entry(far, 3), entry(far, 3)]);
+        fired.clear();
+        wheel.poll(far + 100, &mut fired);
+        assert_eq!(fired.len(), 19);
+        assert_eq!(wheel.len(), 0);
+    }
+
     proptest! {
         /// Sweeping with a predicate drops only entries it rejects, and a
         /// full pass drops all of them: interleaved with inserts and polls,
@@ -675,7 +859,7 @@ pub(crate) mod tests {
         #[test]
         fn sweep_drops_only_rejected_entries(
             tick_shift in 0u32..12,
-            ops in prop::collection::vec((0u8..4, 0u64..5_000_000, 0u64..200_000, 1usize..50), 1..300),
+            ops in prop::collection::vec((0u8..4, delta(), step(), 1usize..50), 1..300),
         ) {
             let mut wheel = Alarmed::new(tick_shift, 0);
             let mut model: Vec<TimerEntry> = Vec::new();
@@ -735,7 +919,7 @@ pub(crate) mod tests {
         fn matches_a_sorted_list(
             tick_shift in 0u32..12,
             limit in 1usize..40,
-            ops in prop::collection::vec((any::<bool>(), 0u64..5_000_000, 0u64..200_000), 1..200),
+            ops in prop::collection::vec((any::<bool>(), delta(), step()), 1..200),
         ) {
             let mut wheel = Alarmed::new(tick_shift, 0);
             let mut model: Vec<TimerEntry> = Vec::new();

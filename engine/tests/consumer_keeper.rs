@@ -186,3 +186,34 @@ fn a_refused_renewal_is_reported_through_the_guard_before_the_next_effect() {
     assert!(effects.load(Ordering::SeqCst) <= at_loss + 1, "effects after the loss was reported");
     q.ack(&second.receipt).unwrap();
 }
+
+/// The keeper holds a lease for the whole of `max_lease`: the last renewal,
+/// sized by the policy to end at the cap from the keeper's clock reading,
+/// is granted up to the cap even though the queue reads its clock later
+/// (with `extend` it landed past the cap, was refused, and the lease ended
+/// one grant early, at 200 of 250 ms).
+#[test]
+fn the_keeper_holds_a_lease_up_to_max_lease() {
+    let engine = Engine::new();
+    let vis = Duration::from_millis(100);
+    let max_lease = Duration::from_millis(250);
+    let config = QueueConfig {
+        visibility_timeout: vis,
+        max_visibility: vis,
+        max_lease,
+        shards: Some(1),
+        ..QueueConfig::default()
+    };
+    let q = engine.create_queue("capped", config).unwrap();
+    q.send(&b"long job"[..]).unwrap();
+    let policy = LeasePolicy { min_margin: Duration::from_millis(20), max_total: None, ..LeasePolicy::default() };
+    let keeper = LeaseKeeper::spawn(policy).unwrap();
+    let delivery = q.receive(1).unwrap().remove(0);
+    let received_at = delivery.received_at;
+    let guard = keeper.keep(&q, delivery).expect("a receipt of this queue");
+    let reason = guard.wait_lost(Duration::from_secs(10)).expect("the cap ends the lease");
+    assert_eq!(reason, LossReason::CapReached { max_total: max_lease });
+    assert_eq!(guard.deadline(), received_at.saturating_add(max_lease), "held to the cap, not a grant short");
+    let stats = q.stats();
+    assert_eq!((stats.extensions, stats.extensions_refused), (3, 0), "{stats:?}");
+}

@@ -130,6 +130,18 @@ fn graceful_shutdown_releases_unfinished_work_for_another_consumer_at_once() {
     q.ack(&d.receipt).unwrap();
 }
 
+/// A shutdown deadline (or poll wait) with no practical limit is one without
+/// a limit, not an `Instant` overflow.
+#[test]
+fn shutdown_without_a_time_limit_finishes_the_work() {
+    let (_engine, q) = queues(Duration::from_secs(5));
+    q.send(&b"ok"[..]).unwrap();
+    let pool = Pool::builder(&q).workers(1).poll_wait(Duration::from_millis(20)).start(|_| Ok(())).unwrap();
+    wait_until("the message acked", Duration::from_secs(20), || pool.stats().acked == 1);
+    let report = pool.shutdown(Duration::MAX);
+    assert!(report.clean, "{report:?}");
+}
+
 #[test]
 fn permanent_without_a_dead_letter_queue_waits_a_lease_instead_of_spinning() {
     let engine = Engine::new();

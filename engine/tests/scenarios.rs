@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use leaseq::{
-    AttemptOutcome, Backoff, DeadLetterReason, Engine, Error, LateAck, LeaseError, ManualClock, Nanos, Queue,
-    QueueConfig, Receipt, ReceiptError, ReceiveOptions, SendOptions,
+    AttemptOutcome, Backoff, Clock, DeadLetterReason, Engine, Error, LateAck, LeaseError, MAX_BATCH, ManualClock,
+    Nanos, Queue, QueueConfig, Receipt, ReceiptError, ReceiveOptions, SendOptions,
 };
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -56,6 +56,29 @@ fn happy_path_t0_to_t4() {
     clock.advance(secs(60));
     assert!(q.receive(1).unwrap().is_empty(), "an acked message never comes back");
     assert_eq!(q.stats().processing_time.len(), 1);
+}
+
+/// Time moved past the end of the clock stops there: a lease granted before
+/// is long over and its message comes back, and leases and delays granted at
+/// the end of time saturate instead of overflowing.
+#[test]
+fn huge_advances_saturate_and_a_long_passed_lease_is_redelivered() {
+    let config = QueueConfig { max_delay: secs(365 * 24 * 3600), ..QueueConfig::default() };
+    let (clock, _engine, q) = setup(config);
+    q.send(&b"job"[..]).unwrap();
+    let first = one(&q);
+    let centuries = secs(300 * 365 * 24 * 3600);
+    clock.advance(centuries);
+    clock.advance(centuries);
+    assert_eq!(clock.now(), Nanos(u64::MAX), "the clock stops at its end");
+    let again = one(&q);
+    assert_eq!((again.id, again.delivery_count), (first.id, 2), "the old lease expired");
+    assert_eq!(again.deadline, Nanos(u64::MAX), "a lease granted at the end of time saturates");
+    assert_eq!(q.ack(&first.receipt), Err(LeaseError::Stale));
+    q.send_with(&b"later"[..], secs(3600)).unwrap();
+    q.ack(&again.receipt).unwrap();
+    let s = q.stats();
+    assert_eq!((s.expired, s.acked, s.delayed + s.ready), (1, 1, 1), "{s:?}");
 }
 
 #[test]
@@ -153,6 +176,39 @@ fn the_lease_cap_bounds_one_attempt() {
     assert_eq!(one(&q).delivery_count, 2, "after the cap the message is recovered");
 }
 
+/// `extend_up_to_cap` grants what the cap leaves instead of refusing: the
+/// deadline ends exactly at `received_at + max_lease`, and once it is there
+/// the call is refused (nothing more to grant) and changes nothing.
+#[test]
+fn extend_up_to_cap_clamps_to_the_cap_then_refuses() {
+    let (clock, _engine, q) = setup(QueueConfig {
+        visibility_timeout: secs(30),
+        max_visibility: secs(60),
+        max_lease: secs(100),
+        ..QueueConfig::default()
+    });
+    q.send(&b"x"[..]).unwrap();
+    clock.advance(secs(3));
+    let d = one(&q);
+    clock.advance(secs(25));
+    assert_eq!(q.extend_up_to_cap(&d.receipt, secs(60)).unwrap(), Nanos(88_000_000_000), "below the cap: as extend");
+    clock.advance(secs(30));
+    assert_eq!(q.extend_up_to_cap(&d.receipt, secs(60)).unwrap(), Nanos(103_000_000_000), "clamped to the cap");
+    clock.advance(secs(10));
+    assert_eq!(q.extend_up_to_cap(&d.receipt, secs(60)), Err(LeaseError::CapExceeded { max_lease: secs(100) }));
+    assert_eq!(
+        q.extend_up_to_cap(&d.receipt, secs(61)),
+        Err(LeaseError::VisibilityTooLong { requested: secs(61), max: secs(60) })
+    );
+    let s = q.stats();
+    assert_eq!((s.extensions, s.extensions_refused), (2, 1));
+    // A shorter ask still shortens the lease, as `extend` does.
+    assert_eq!(q.extend_up_to_cap(&d.receipt, secs(1)).unwrap(), Nanos(69_000_000_000));
+    clock.advance(secs(1));
+    assert_eq!(one(&q).delivery_count, 2);
+    assert_eq!(q.extend_up_to_cap(&d.receipt, secs(1)), Err(LeaseError::Stale));
+}
+
 #[test]
 fn release_with_delay_and_release_now() {
     let (clock, _engine, q) = setup(QueueConfig::default());
@@ -173,6 +229,56 @@ fn release_with_delay_and_release_now() {
     assert!(d4.is_empty());
     let refused = q.release(&d2.receipt, secs(16 * 60));
     assert!(matches!(refused, Err(LeaseError::DelayTooLong { .. })), "{refused:?}");
+}
+
+/// A dead-letter queue must take every message its sources can hold: one
+/// whose `max_payload` is below its source's is refused when the source is
+/// created, and nothing is created.
+#[test]
+fn a_dead_letter_queue_must_accept_every_payload_its_sources_can_hold() {
+    let clock = ManualClock::new();
+    let engine = Engine::builder().clock(clock.clone()).build();
+    engine.create_queue("small-dlq", QueueConfig { max_payload: 10, ..QueueConfig::default() }).unwrap();
+    let linked = |max_payload| QueueConfig {
+        max_payload,
+        max_receives: Some(1),
+        dead_letter_queue: Some("small-dlq".into()),
+        ..QueueConfig::default()
+    };
+    match engine.create_queue("jobs", linked(1_000)) {
+        Err(Error::InvalidConfig { field: "dead_letter_queue", reason }) => {
+            assert!(reason.contains("10") && reason.contains("1000"), "the reason names both limits: {reason}")
+        }
+        other => panic!("a 10-byte dead-letter queue for 1000-byte messages was accepted: {other:?}"),
+    }
+    assert_eq!(engine.list_queues(), vec!["small-dlq".to_string()], "nothing was created");
+    let q = engine.create_queue("jobs", linked(10)).unwrap();
+    q.send(&b"0123456789"[..]).unwrap();
+    let d = one(&q);
+    q.dead_letter(&d.receipt, "poison").unwrap();
+    assert_eq!(engine.queue("small-dlq").unwrap().stats().ready, 1);
+}
+
+/// Redrive moves only what the target may hold: a ready message above the
+/// target's `max_payload` stays on the source (behind the others), is
+/// counted there, and the rest still move.
+#[test]
+fn redrive_leaves_messages_too_large_for_the_target_where_they_are() {
+    let clock = ManualClock::new();
+    let engine = Engine::builder().clock(clock.clone()).default_shards(1).build();
+    let from = engine.create_queue("from", QueueConfig::default()).unwrap();
+    let to = engine.create_queue("to", QueueConfig { max_payload: 10, ..QueueConfig::default() }).unwrap();
+    for size in [5, 1_000, 6, 5_000, 7] {
+        from.send(vec![b'x'; size]).unwrap();
+    }
+    assert_eq!(engine.redrive("from", "to", 10).unwrap(), 3);
+    let moved: Vec<usize> = to.receive(10).unwrap().iter().map(|d| d.payload.len()).collect();
+    assert_eq!(moved, vec![5, 6, 7], "only payloads the target allows");
+    let s = from.stats();
+    assert_eq!((s.ready, s.redriven_out, s.redrive_too_large), (2, 3, 2), "{s:?}");
+    let left: Vec<usize> = from.receive(10).unwrap().iter().map(|d| d.payload.len()).collect();
+    assert_eq!(left, vec![1_000, 5_000], "the refused ones stay, in their order");
+    assert_eq!(to.stats().sent, 3);
 }
 
 #[test]
@@ -415,6 +521,31 @@ fn batches_receive_and_ack_per_receipt() {
     assert_eq!(all, expected, "every message delivered once");
     assert_eq!(q.receive(0), Err(Error::InvalidBatchSize { requested: 0, max: 1024 }));
     assert_eq!(q.receive(1025), Err(Error::InvalidBatchSize { requested: 1025, max: 1024 }));
+}
+
+/// One rule for every batch call: at most `MAX_BATCH` messages (a receive
+/// asks for 1..=`MAX_BATCH`); a larger batch is refused whole with
+/// `InvalidBatchSize`, one error per item, and changes nothing.
+#[test]
+fn every_batch_call_is_refused_whole_above_max_batch() {
+    let (_clock, _engine, q) = setup(QueueConfig { shards: Some(2), ..QueueConfig::default() });
+    let too_many = q.send_batch((0..MAX_BATCH + 1).map(|_| &b"x"[..]));
+    assert_eq!(too_many.len(), MAX_BATCH + 1, "one result per payload");
+    let refusal = Error::InvalidBatchSize { requested: MAX_BATCH + 1, max: MAX_BATCH };
+    assert!(too_many.iter().all(|r| r.as_ref() == Err(&refusal)), "{:?}", too_many[0]);
+    assert_eq!(q.stats().sent, 0, "nothing was sent");
+    assert!(q.send_batch((0..MAX_BATCH).map(|_| &b"x"[..])).iter().all(Result::is_ok));
+    let got = q.receive(MAX_BATCH).unwrap();
+    let mut receipts: Vec<Receipt> = got.iter().map(|d| d.receipt).collect();
+    receipts.push(got[0].receipt);
+    let refused = q.ack_batch(&receipts);
+    assert_eq!(refused.len(), MAX_BATCH + 1);
+    let refusal = LeaseError::InvalidBatchSize { requested: MAX_BATCH + 1, max: MAX_BATCH };
+    assert!(refused.iter().all(|r| r.as_ref() == Err(&refusal)), "{:?}", refused[0]);
+    let s = q.stats();
+    assert_eq!((s.acked, s.stale_acks, s.in_flight), (0, 0, MAX_BATCH as u64), "nothing was acked");
+    assert!(q.ack_batch(&receipts[..MAX_BATCH]).iter().all(Result::is_ok));
+    assert_eq!(q.stats().acked, MAX_BATCH as u64);
 }
 
 #[test]

@@ -300,6 +300,10 @@ impl Model {
                 None => return Err(Error::DeadLetterQueueNotFound { name: dlq.clone() }),
             },
         };
+        // A dead-letter queue takes every payload its sources can hold.
+        if dead_letter.is_some_and(|dlq| self.q(dlq).config.max_payload < config.max_payload) {
+            return Err(Error::InvalidConfig { field: "dead_letter_queue", reason: String::new() });
+        }
         let shards = config.shards.unwrap_or(self.default_shards).min(config.max_messages).max(1);
         let queue = QueueRef(self.queues.len());
         self.queues.push(Queue {
@@ -358,10 +362,15 @@ impl Model {
         self.send_one(queue, payload, nanos(delay), id)
     }
 
-    /// Sends several messages without delay; one result per payload.
+    /// Sends several messages without delay; one result per payload. More
+    /// than `MAX_BATCH` are refused whole.
     pub fn send_batch(&mut self, queue: QueueRef, payloads: Vec<(Bytes, MessageId)>) -> Vec<Result<(), Error>> {
         self.begin();
-        if let Err(e) = self.check_live(queue) {
+        let refusal = self.check_live(queue).and_then(|()| match payloads.len() {
+            n if n > MAX_BATCH => Err(Error::InvalidBatchSize { requested: n, max: MAX_BATCH }),
+            _ => Ok(()),
+        });
+        if let Err(e) = refusal {
             return payloads.iter().map(|_| Err(e.clone())).collect();
         }
         payloads.into_iter().map(|(payload, id)| self.send_one(queue, payload, 0, id)).collect()
@@ -790,6 +799,16 @@ impl Model {
             return true;
         };
         let room = self.q(to).config.max_messages.saturating_sub(self.q(to).messages.len());
+        let limit = self.q(to).config.max_payload;
+        let source = self.q(from);
+        let fitting = source.ready.iter().filter(|(_, stay)| source.messages[stay].payload.len() <= limit).count();
+        if fitting < source.ready.len() {
+            // Which messages too large for `to` a redrive passes over depends
+            // on where it stops in an order the model leaves open, unless it
+            // looks at every ready message: it moves all that fit and has
+            // room for them.
+            return max == 0 || (max > fitting && room >= fitting);
+        }
         let groups = self.ready_groups(from);
         let ready: usize = groups.iter().map(Vec::len).sum();
         let wanted = max.min(ready);
@@ -812,17 +831,25 @@ impl Model {
     /// Moves up to `max` ready messages from `from` to `to` (oldest first),
     /// keeping ids, payloads and fencing tokens and dropping delivery counts
     /// and records. Stops when `to` is full; the message that did not fit goes
-    /// behind the other ready messages of `from`.
+    /// behind the other ready messages of `from`. Messages above `to`'s
+    /// `max_payload` are passed over, counted, and go behind the others too.
     pub fn redrive(&mut self, from: &str, to: &str, max: usize) -> Result<usize, Error> {
         self.begin();
         let (from, to) = self.redrive_ends(from, to)?;
         let now = self.now;
         let group = self.group;
+        let limit = self.q(to).config.max_payload;
         let mut moved = 0;
+        let mut too_large = Vec::new();
         while moved < max {
             let Some(&(_, stay)) = self.q(from).ready.front() else {
                 break;
             };
+            if self.q(from).messages[&stay].payload.len() > limit {
+                self.qm(from).ready.pop_front();
+                too_large.push(stay);
+                continue;
+            }
             if !self.q(to).has_room() {
                 let q = self.qm(from);
                 q.ready.pop_front();
@@ -836,6 +863,11 @@ impl Model {
             let arrival = Message::arrive(m.id, m.payload, now, m.lifetime_deliveries, 0);
             self.arrive(to, arrival);
             moved += 1;
+        }
+        let q = self.qm(from);
+        q.counters.redrive_too_large += too_large.len() as u64;
+        for stay in too_large {
+            q.make_ready(stay, group);
         }
         Ok(moved)
     }

@@ -39,6 +39,9 @@ pub struct Counters {
     pub dead_letter_overflow: u64,
     /// Messages moved out by redrive.
     pub redriven_out: u64,
+    /// Ready messages a redrive left here because they were above the
+    /// target's `max_payload`.
+    pub redrive_too_large: u64,
 }
 
 /// What `Queue::stats` should report, as the model computes it.

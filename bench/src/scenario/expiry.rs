@@ -11,7 +11,9 @@
 //! clock's driver does every tick, so the firing includes the wheel's
 //! cascade. The delay part runs on the system clock: a consumer polls while
 //! leases run out and records how long after its deadline each message was
-//! received again.
+//! received again. The far-lease part holds leases past the wheel's range
+//! (250 days) and measures what they cost an idle engine and how late they
+//! make unrelated short leases.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -199,6 +201,68 @@ pub(crate) fn firing<S: Subject>(n: usize, deadlines: Deadlines) -> Firing {
         ns_per_expiry: seconds * 1e9 / leased as f64,
         expirations_per_s: leased as f64 / seconds,
     }
+}
+
+/// Leases of the far-lease part: past the timing wheel's range at the default
+/// 1 ms tick (about 208 days), within the one-year limit on durations.
+const FAR: Duration = Duration::from_secs(250 * 24 * 3600);
+/// The short leases timed beside them.
+const SHORT: Duration = Duration::from_millis(2);
+
+/// Real clock: `far` leases of 250 days are held while the queue is otherwise
+/// idle. Measures the CPU the whole process uses over an idle second (the
+/// engine's driver wakes ten times a second), then how late each of `short`
+/// 2 ms leases of an unrelated message is received again by a polling
+/// consumer. Neither may grow with `far`: leases beyond the wheel's range
+/// once cost every timer pass a walk over all of them.
+pub(crate) fn far_leases<S: Subject>(far: usize, short: usize) -> Value {
+    let year = Duration::from_secs(365 * 24 * 3600);
+    let setup = Setup { shards: 1, capacity: far + 1024, max_lease: year, ..Setup::default() };
+    let queue = S::build(&setup);
+    let body = payload(16);
+    let mut left = far;
+    while left > 0 {
+        let k = left.min(1024);
+        assert_eq!(queue.send_batch(vec![body.clone(); k]), k, "the far-lease queue has room");
+        left -= k;
+    }
+    let mut held = 0;
+    while held < far {
+        let got = queue.receive_for((far - held).min(1024), FAR).len();
+        assert!(got > 0, "every far message is ready");
+        held += got;
+    }
+    // The driver moves the entries from its inbox into the wheel first.
+    std::thread::sleep(Duration::from_millis(300));
+    let (cpu_before, started) = (super::process_cpu_ns(), Instant::now());
+    std::thread::sleep(Duration::from_secs(1));
+    let idle_cpu_percent = match (cpu_before, super::process_cpu_ns()) {
+        (Some(before), Some(after)) => {
+            Some(after.saturating_sub(before) as f64 / started.elapsed().as_nanos() as f64 * 100.0)
+        }
+        _ => None,
+    };
+    let mut late = hdrhistogram::Histogram::<u64>::new(3).expect("valid histogram");
+    let give_up = Instant::now() + Duration::from_secs(30);
+    for _ in 0..short {
+        assert!(queue.send(body.clone()), "room for the short lease");
+        let first = queue.receive_for(1, SHORT);
+        let Some(first) = first.first() else { break };
+        let (id, deadline) = (S::id(first), S::deadline(first));
+        while Instant::now() < give_up {
+            let again = queue.receive_for(1, Duration::from_secs(60));
+            if let Some(d) = again.first().filter(|d| S::id(d) == id) {
+                late.record(queue.now().saturating_sub(deadline).max(1)).ok();
+                queue.ack(S::receipt(d));
+                break;
+            }
+        }
+    }
+    json!({
+        "far_leases": far, "far_lease_days": FAR.as_secs() / 86_400, "short_lease_ms": SHORT.as_millis() as u64,
+        "idle_cpu_percent": idle_cpu_percent, "short_leases_timed": late.len(),
+        "late_p50_ns": late.value_at_quantile(0.5), "late_p99_ns": late.value_at_quantile(0.99),
+    })
 }
 
 /// Real clock: `n` leases of 200..220 ms (long enough that leasing them all

@@ -41,6 +41,9 @@ pub(crate) struct Profile {
     pub(crate) extension: (usize, usize, usize),
     /// Messages of the expiry-delay (real clock) part.
     pub(crate) delay_messages: usize,
+    /// Leases of 250 days held, and 2 ms leases timed, in the far-lease part
+    /// of the expiry scenario (real clock).
+    pub(crate) far_leases: (usize, usize),
     /// How long the machine-stall probe spins (see `stalls`).
     pub(crate) stall_probe: Duration,
 }
@@ -59,6 +62,7 @@ impl Profile {
             memory_messages: 2_000,
             extension: (200, 2_000, 10),
             delay_messages: 1_000,
+            far_leases: (10_000, 50),
             stall_probe: Duration::from_millis(100),
         }
     }
@@ -76,6 +80,7 @@ impl Profile {
             memory_messages: 1_000_000,
             extension: (10_000, 100_000, 100),
             delay_messages: 20_000,
+            far_leases: (1_000_000, 500),
             stall_probe: Duration::from_secs(3),
         }
     }
@@ -94,6 +99,18 @@ pub(crate) fn payload(size: usize) -> Bytes {
 pub(crate) fn tick() -> u64 {
     static ORIGIN: OnceLock<Instant> = OnceLock::new();
     ORIGIN.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// CPU time every thread of this process has used so far, in nanoseconds
+/// (Linux schedstat; `None` elsewhere): what a background thread (the
+/// engine's driver) costs while the scenario's own thread sleeps.
+pub(crate) fn process_cpu_ns() -> Option<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let text = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        total += text.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(total)
 }
 
 /// Runs `engine` and `baseline` alternately `trials` times and returns the

@@ -194,7 +194,9 @@ impl LeaseCell {
     /// Waits (real time) until the attempt is lost or finished, up to
     /// `timeout`; the loss reason if it was lost.
     pub(crate) fn wait_lost(&self, timeout: Duration) -> Option<LossReason> {
-        let until = std::time::Instant::now() + timeout;
+        // `None`: a timeout too long for an `Instant` (`Duration::MAX`) waits
+        // without a limit.
+        let until = std::time::Instant::now().checked_add(timeout);
         let mut state = self.lock();
         loop {
             if let Some(loss) = state.settle(self.queue.now()) {
@@ -209,14 +211,17 @@ impl LeaseCell {
                 Status::Finished => return None,
                 _ => {}
             }
-            let now = std::time::Instant::now();
-            if now >= until {
+            let left = match until {
+                Some(until) => until.saturating_duration_since(std::time::Instant::now()),
+                None => Duration::MAX,
+            };
+            if left.is_zero() {
                 return None;
             }
             // Wake at the deadline at the latest, to settle it if no keeper
             // does (a manual keeper, or one that fell behind).
             let to_deadline = state.lease.deadline.saturating_since(self.queue.now());
-            let wait = (until - now).min(to_deadline.max(Duration::from_millis(1)));
+            let wait = left.min(to_deadline.max(Duration::from_millis(1)));
             state = self.changed.wait_timeout(state, wait).unwrap_or_else(|p| p.into_inner()).0;
         }
     }

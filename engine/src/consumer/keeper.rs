@@ -291,14 +291,18 @@ impl KeeperInner {
                     (Outcome::Stopped, Some(deadline), None)
                 }
                 Decision::Lost(reason) => (Outcome::Lost, None, state.lose(reason)),
-                Decision::Renew { visibility } => match cell.queue.extend(&cell.receipt, visibility) {
+                // Up to the cap: the policy sized a renewal that ends at the
+                // cap from `now`, and the queue reads its clock a little later;
+                // plain `extend` would refuse it and lose the last grant.
+                Decision::Renew { visibility } => match cell.queue.extend_up_to_cap(&cell.receipt, visibility) {
                     Ok(deadline) => {
                         state.lease.renewed(deadline, visibility);
                         (Outcome::Renewed, Some(self.policy.renewal_due(&state.lease)), None)
                     }
                     Err(LeaseError::CapExceeded { max_lease }) => {
-                        // Still held: the queue's cap, met a little earlier
-                        // than the policy computed (its clock read later).
+                        // Still held: the lease already ends at the queue's
+                        // cap, which left the policy something to gain only by
+                        // its earlier clock reading.
                         state.status = Status::Stopped(LossReason::CapReached { max_total: max_lease });
                         (Outcome::Stopped, Some(state.lease.deadline), None)
                     }
@@ -413,6 +417,18 @@ mod tests {
         assert_eq!(last.lost, 1);
         assert_eq!(guard.lost(), Some(LossReason::CapReached { max_total: Duration::from_secs(32) }));
         assert_eq!(q.now(), Nanos(32_000_000_000));
+    }
+
+    /// A wait with no practical limit (`Duration::MAX`) is a wait without
+    /// one, not an `Instant` overflow.
+    #[test]
+    fn waiting_without_a_limit_returns_the_loss() {
+        let (clock, q) = setup();
+        let keeper = LeaseKeeper::manual(policy()).unwrap();
+        let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0)).expect("a receipt of this queue");
+        clock.advance(VIS);
+        assert_eq!(guard.wait_lost(Duration::MAX), Some(LossReason::Expired));
+        assert_eq!(guard.loss_signal().wait(Duration::MAX), Some(LossReason::Expired));
     }
 
     #[test]

@@ -610,18 +610,18 @@ impl Pool {
     pub fn shutdown(mut self, timeout: Duration) -> ShutdownReport {
         // Release pairs with the Acquire in `Worker::stopping`.
         self.stop.store(true, Ordering::Release);
-        let clean = self.join_until(Instant::now() + timeout);
+        let clean = self.join_until(after(timeout));
         let released = if clean {
             0
         } else {
             // Let idle workers finish their last poll first, so they do not
             // receive the messages released below only to hand them back
             // (each such round trip would count as a delivery).
-            self.join_idle_until(Instant::now() + self.poll_wait + Duration::from_millis(100));
+            self.join_idle_until(after(self.poll_wait.saturating_add(Duration::from_millis(100))));
             self.keeper.release_all()
         };
         if !clean {
-            self.join_until(Instant::now() + Duration::from_millis(100));
+            self.join_until(after(Duration::from_millis(100)));
         }
         let detached = self.threads.len();
         self.threads.clear();
@@ -629,20 +629,21 @@ impl Pool {
     }
 
     /// Joins finished workers until only those inside a handler are left, or
-    /// `until`.
-    fn join_idle_until(&mut self, until: Instant) {
+    /// `until` (`None`: no time limit).
+    fn join_idle_until(&mut self, until: Option<Instant>) {
         loop {
-            self.join_until(Instant::now());
+            self.join_until(Some(Instant::now()));
             let busy = self.counters.busy.load(Ordering::Relaxed) as usize;
-            if self.threads.len() <= busy || Instant::now() >= until {
+            if self.threads.len() <= busy || passed(until) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(1));
         }
     }
 
-    /// Joins the workers that finish before `until`; whether all did.
-    fn join_until(&mut self, until: Instant) -> bool {
+    /// Joins the workers that finish before `until` (`None`: no time limit);
+    /// whether all did.
+    fn join_until(&mut self, until: Option<Instant>) -> bool {
         loop {
             let (done, running): (Vec<_>, Vec<_>) = self.threads.drain(..).partition(JoinHandle::is_finished);
             self.threads = running;
@@ -653,12 +654,23 @@ impl Pool {
             if self.threads.is_empty() {
                 return true;
             }
-            if Instant::now() >= until {
+            if passed(until) {
                 return false;
             }
             std::thread::sleep(Duration::from_millis(1));
         }
     }
+}
+
+/// The instant `wait` from now; `None` when that is past what an `Instant`
+/// can hold (a `Duration::MAX` deadline means no deadline, not a panic).
+fn after(wait: Duration) -> Option<Instant> {
+    Instant::now().checked_add(wait)
+}
+
+/// Whether `until` has passed (never, for no limit).
+fn passed(until: Option<Instant>) -> bool {
+    until.is_some_and(|until| Instant::now() >= until)
 }
 
 impl Drop for Pool {

@@ -531,6 +531,7 @@ impl Differential {
             engine.purged,
             engine.dead_letter_overflow,
             engine.redriven_out,
+            engine.redrive_too_large,
         ];
         let model_view = [
             model.ready,
@@ -552,10 +553,11 @@ impl Differential {
             c.purged,
             c.dead_letter_overflow,
             c.redriven_out,
+            c.redrive_too_large,
         ];
         const NAMES: &str = "ready delayed in_flight dead_letter_depth sent received redelivered acked late_acks \
                              stale_acks expired_acks expired extensions extensions_refused released dead_lettered \
-                             purged dead_letter_overflow redriven_out";
+                             purged dead_letter_overflow redriven_out redrive_too_large";
         for ((name, e), m) in NAMES.split_whitespace().zip(engine_view).zip(model_view) {
             self.expect(e == m, || format!("stats.{name}: engine {e}, model {m}"))?;
         }
