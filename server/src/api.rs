@@ -1,0 +1,83 @@
+//! The SQS actions: one entry point from an `X-Amz-Target` action name and
+//! a JSON body to a JSON result.
+//!
+//! Invariant: an action either returns its SQS result or one `SqsError`; an
+//! unknown action or a body that is not JSON of the action's shape is refused
+//! before anything runs.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::error::{ErrorCode, SqsError};
+use crate::registry::{QueueEntry, Registry};
+use crate::{address, messages, queues};
+
+/// What one call sees: the queues, the host its queue URLs name, and the
+/// server's shutdown signal (which ends long polls early).
+#[derive(Debug)]
+pub(crate) struct Call<'a> {
+    /// The server's queues.
+    pub(crate) registry: &'a Registry,
+    /// `host:port` for queue URLs (the request's `Host` header).
+    pub(crate) host: &'a str,
+    /// Turns `true` when the server shuts down.
+    pub(crate) shutdown: watch::Receiver<bool>,
+}
+
+/// SQS actions that exist but that leaseq-server does not implement.
+const UNSUPPORTED: &[&str] = &[
+    "AddPermission",
+    "RemovePermission",
+    "TagQueue",
+    "UntagQueue",
+    "ListQueueTags",
+    "StartMessageMoveTask",
+    "CancelMessageMoveTask",
+    "ListMessageMoveTasks",
+];
+
+/// Runs `action` on `body`.
+pub(crate) async fn dispatch(call: Call<'_>, action: &str, body: &[u8]) -> Result<Value, SqsError> {
+    match action {
+        "CreateQueue" => queues::create(&call, parse(body)?),
+        "GetQueueUrl" => queues::get_url(&call, parse(body)?),
+        "ListQueues" => queues::list(&call, parse(body)?),
+        "DeleteQueue" => queues::delete(&call, parse(body)?),
+        "PurgeQueue" => queues::purge(&call, parse(body)?),
+        "GetQueueAttributes" => queues::get_attributes(&call, parse(body)?),
+        "SetQueueAttributes" => queues::set_attributes(&call, parse(body)?),
+        "ListDeadLetterSourceQueues" => queues::dead_letter_sources(&call, parse(body)?),
+        "SendMessage" => messages::send(&call, parse(body)?),
+        "SendMessageBatch" => messages::send_batch(&call, parse(body)?),
+        "ReceiveMessage" => messages::receive(&call, parse(body)?).await,
+        "DeleteMessage" => messages::delete(&call, parse(body)?),
+        "DeleteMessageBatch" => messages::delete_batch(&call, parse(body)?),
+        "ChangeMessageVisibility" => messages::change_visibility(&call, parse(body)?),
+        "ChangeMessageVisibilityBatch" => messages::change_visibility_batch(&call, parse(body)?),
+        other if UNSUPPORTED.contains(&other) => Err(SqsError::new(
+            ErrorCode::UnsupportedOperation,
+            format!("leaseq-server does not implement {other} (docs/server.md lists what it does)."),
+        )),
+        other => Err(SqsError::new(ErrorCode::UnknownOperation, format!("Unknown action AmazonSQS.{other}."))),
+    }
+}
+
+/// The body as the action's input shape.
+fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, SqsError> {
+    let body = if body.iter().all(u8::is_ascii_whitespace) { &b"{}"[..] } else { body };
+    serde_json::from_slice(body).map_err(|e| {
+        SqsError::new(ErrorCode::Serialization, format!("The request body is not valid input for this action: {e}."))
+    })
+}
+
+/// A required field.
+pub(crate) fn required<T>(value: Option<T>, name: &str) -> Result<T, SqsError> {
+    value.ok_or_else(|| SqsError::missing(name))
+}
+
+/// The queue a `QueueUrl` field names.
+pub(crate) fn queue_of(call: &Call<'_>, url: Option<&str>) -> Result<std::sync::Arc<QueueEntry>, SqsError> {
+    let url = required(url, "QueueUrl")?;
+    call.registry.get(address::name_from_url(url)?)
+}
