@@ -81,3 +81,75 @@ pub(crate) fn queue_of(call: &Call<'_>, url: Option<&str>) -> Result<std::sync::
     let url = required(url, "QueueUrl")?;
     call.registry.get(address::name_from_url(url)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ACTIONS: &[&str] = &[
+        "CreateQueue",
+        "GetQueueUrl",
+        "ListQueues",
+        "DeleteQueue",
+        "PurgeQueue",
+        "GetQueueAttributes",
+        "SetQueueAttributes",
+        "ListDeadLetterSourceQueues",
+        "SendMessage",
+        "SendMessageBatch",
+        "ReceiveMessage",
+        "DeleteMessage",
+        "DeleteMessageBatch",
+        "ChangeMessageVisibility",
+        "ChangeMessageVisibilityBatch",
+    ];
+
+    /// Every action meets odd input with an SQS error (or a result), never a
+    /// panic: wrong types, huge and negative numbers, junk URLs and handles.
+    #[tokio::test]
+    async fn odd_input_never_panics() {
+        let registry = Registry::open(leaseq::Engine::new(), None).unwrap();
+        let (_stop, shutdown) = watch::channel(false);
+        let url = "http://h/000000000000/q";
+        let call = || Call { registry: &registry, host: "h", shutdown: shutdown.clone() };
+        dispatch(call(), "CreateQueue", br#"{"QueueName":"q"}"#).await.unwrap();
+        let bodies = [
+            "".to_string(),
+            "null".into(),
+            "[]".into(),
+            "{".into(),
+            "\"text\"".into(),
+            format!(r#"{{"QueueUrl":"{url}"}}"#),
+            format!(
+                r#"{{"QueueUrl":"{url}","MaxNumberOfMessages":-1,"VisibilityTimeout":99999999999,"WaitTimeSeconds":-5}}"#
+            ),
+            format!(r#"{{"QueueUrl":"{url}","MaxNumberOfMessages":1e3}}"#),
+            format!(
+                r#"{{"QueueUrl":"{url}","ReceiptHandle":"lq1.ffffffffffffffff.0.0.0.0.0","VisibilityTimeout":-1}}"#
+            ),
+            format!(r#"{{"QueueUrl":"{url}","ReceiptHandle":"{}"}}"#, "x".repeat(5000)),
+            format!(r#"{{"QueueUrl":"{url}","Entries":[{{}},{{"Id":""}}]}}"#),
+            format!(
+                r#"{{"QueueUrl":"{url}","Entries":[{{"Id":"a","MessageBody":"x","MessageAttributes":{{"n":{{}}}}}}]}}"#
+            ),
+            format!(
+                r#"{{"QueueUrl":"{url}","MessageBody":"x","MessageAttributes":{{"b":{{"DataType":"Binary","BinaryValue":"!!"}}}}}}"#
+            ),
+            format!(r#"{{"QueueUrl":"{url}","Attributes":{{"RedrivePolicy":"{{\"maxReceiveCount\":1e9}}"}}}}"#),
+            format!(r#"{{"QueueUrl":"{url}","AttributeNames":["All","Nope"],"MaxResults":0}}"#),
+            r#"{"QueueUrl":"http://h/000000000000/../../etc","QueueName":"../x"}"#.into(),
+            r#"{"QueueUrl":7,"QueueName":[]}"#.into(),
+        ];
+        for action in ACTIONS.iter().chain(&["Nope", "TagQueue", ""]) {
+            for body in &bodies {
+                let _ = dispatch(call(), action, body.as_bytes()).await;
+            }
+        }
+        // The server still works afterwards (DeleteQueue above removed `q`).
+        dispatch(call(), "CreateQueue", br#"{"QueueName":"q"}"#).await.unwrap();
+        let sent = dispatch(call(), "SendMessage", format!(r#"{{"QueueUrl":"{url}","MessageBody":"ok"}}"#).as_bytes())
+            .await
+            .unwrap();
+        assert!(sent["MessageId"].is_string());
+    }
+}

@@ -8,8 +8,17 @@ cd "$root"
 target="${CARGO_TARGET_DIR:-$root/target}"
 venv="$target/boto3-venv"
 
+mkdir -p "$target"
+if ! command -v python3 >/dev/null; then
+    echo "boto3 smoke: SKIPPED: no python3 on this machine"
+    exit 0
+fi
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import boto3' 2>/dev/null; then
-    python3 -m venv "$venv"
+    rm -rf "$venv"
+    if ! python3 -m venv "$venv" >"$target/boto3-venv.log" 2>&1; then
+        echo "boto3 smoke: SKIPPED: python3 cannot make a venv (python3-venv missing?); see $target/boto3-venv.log"
+        exit 0
+    fi
     if ! timeout 300 "$venv/bin/pip" install --quiet --disable-pip-version-check 'boto3>=1.34' >"$target/boto3-pip.log" 2>&1; then
         echo "boto3 smoke: SKIPPED: pip could not install boto3 (PyPI unreachable?); see $target/boto3-pip.log"
         exit 0
