@@ -115,3 +115,26 @@ async fn one_connection_serves_several_requests() {
     }
     server.stop().await;
 }
+
+/// A long poll whose client went away must not take a message: the next
+/// receiver gets it at once instead of after a visibility timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disconnected_long_poll_takes_no_message() {
+    let server = TestServer::start().await;
+    let url = server.create("abandoned", &[]).await;
+    let body = format!(r#"{{"QueueUrl": "{url}", "WaitTimeSeconds": 20}}"#);
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: {}\r\nX-Amz-Target: AmazonSQS.ReceiveMessage\r\nContent-Type: {JSON}\r\nContent-Length: {}\r\n\r\n{body}",
+        server.addr,
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(stream);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.client.send_message().queue_url(&url).message_body("for the living").send().await.unwrap();
+    let got = server.client.receive_message().queue_url(&url).wait_time_seconds(5).send().await.unwrap();
+    assert_eq!(got.messages().len(), 1, "the abandoned poll took the message");
+    server.stop().await;
+}
