@@ -102,7 +102,6 @@ impl ErrorCode {
             BatchRequestTooLong => "AWS.SimpleQueueService.BatchRequestTooLong",
             UnsupportedOperation => "AWS.SimpleQueueService.UnsupportedOperation",
             UnknownOperation => "InvalidAction",
-            Serialization => "MalformedQueryString",
             other => other.shape(),
         }
     }
