@@ -56,6 +56,16 @@ pub enum ErrorCode {
     RequestTooLarge,
     /// The engine could not do its part (storage failure): the server's fault.
     InternalFailure,
+    /// No `Authorization` header where credentials are configured.
+    MissingAuthenticationToken,
+    /// An `Authorization` header that is not a complete SigV4 one.
+    IncompleteSignature,
+    /// An unknown access key id.
+    InvalidClientTokenId,
+    /// A signature that does not verify.
+    SignatureDoesNotMatch,
+    /// A signature dated too far from the server's clock.
+    RequestExpired,
 }
 
 impl ErrorCode {
@@ -84,6 +94,11 @@ impl ErrorCode {
             Serialization => "SerializationException",
             RequestTooLarge => "RequestEntityTooLarge",
             InternalFailure => "InternalFailure",
+            MissingAuthenticationToken => "MissingAuthenticationToken",
+            IncompleteSignature => "IncompleteSignature",
+            InvalidClientTokenId => "InvalidClientTokenId",
+            SignatureDoesNotMatch => "SignatureDoesNotMatch",
+            RequestExpired => "RequestExpired",
         }
     }
 
@@ -116,6 +131,9 @@ impl ErrorCode {
         match self {
             ErrorCode::RequestTooLarge => 413,
             ErrorCode::InternalFailure => 500,
+            ErrorCode::MissingAuthenticationToken
+            | ErrorCode::InvalidClientTokenId
+            | ErrorCode::SignatureDoesNotMatch => 403,
             _ => 400,
         }
     }

@@ -2,7 +2,8 @@
 //!
 //! Invariant: every request gets a response (an SQS result or an SQS error),
 //! bounded in size (`MAX_BODY_BYTES`) and in time (header and body reads time
-//! out); on shutdown the listener closes, long polls end early, and open
+//! out); with credentials, only requests whose SigV4 signature verifies reach
+//! an action; on shutdown the listener closes, long polls end early, and open
 //! requests are given `DRAIN` to finish.
 
 use std::convert::Infallible;
@@ -26,7 +27,8 @@ use tokio::sync::watch;
 
 use crate::api::{Call, dispatch};
 use crate::error::{ErrorCode, SqsError};
-use crate::registry::Registry;
+use crate::registry::{Registry, unix_now_ms};
+use crate::sigv4::{Credentials, Signed, verify};
 
 /// Largest request body: a 256 KiB message (or batch) with room for JSON
 /// escaping and the other fields.
@@ -43,17 +45,30 @@ struct State {
     local: SocketAddr,
     shutdown: watch::Receiver<bool>,
     requests: AtomicU64,
+    credentials: Option<Credentials>,
 }
 
-/// Serves `registry` on `listener` until `shutdown` completes, then drains.
+/// Serves `registry` on `listener`, without checking request signatures,
+/// until `shutdown` completes, then drains.
 pub async fn serve(
     listener: TcpListener,
     registry: Arc<Registry>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    serve_with_auth(listener, registry, None, shutdown).await
+}
+
+/// Like `serve`; with `credentials`, every request must carry a valid SigV4
+/// signature by one of them.
+pub async fn serve_with_auth(
+    listener: TcpListener,
+    registry: Arc<Registry>,
+    credentials: Option<Credentials>,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
     let local = listener.local_addr()?;
     let (stop, stopping) = watch::channel(false);
-    let state = Arc::new(State { registry, local, shutdown: stopping, requests: AtomicU64::new(0) });
+    let state = Arc::new(State { registry, local, shutdown: stopping, requests: AtomicU64::new(0), credentials });
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -146,13 +161,24 @@ async fn answer(request: Request<Incoming>, state: &State) -> Result<serde_json:
         return Err(too_large());
     }
     let host = host_of(&request).unwrap_or_else(|| state.local.to_string());
-    let body = Limited::new(request.into_body(), MAX_BODY_BYTES);
+    let (parts, body) = request.into_parts();
+    let body = Limited::new(body, MAX_BODY_BYTES);
     let body = match tokio::time::timeout(READ_TIMEOUT, body.collect()).await {
         Err(_) => return Err(SqsError::invalid("The request body did not arrive in time.")),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
         Ok(Err(e)) => return Err(SqsError::invalid(format!("The request body could not be read: {e}."))),
         Ok(Ok(collected)) => collected.to_bytes(),
     };
+    if let Some(credentials) = &state.credentials {
+        let signed = Signed {
+            method: parts.method.as_str(),
+            path: parts.uri.path(),
+            query: parts.uri.query(),
+            headers: &parts.headers,
+            body: &body,
+        };
+        verify(credentials, &signed, unix_now_ms() / 1000)?;
+    }
     let call = Call { registry: &state.registry, host: &host, shutdown: state.shutdown.clone() };
     dispatch(call, &action, &body).await
 }

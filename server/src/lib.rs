@@ -9,6 +9,8 @@
 //! * Message attributes and the send time travel inside the payload
 //!   (`envelope`), so they survive a durable engine's restart.
 //! * Long polls wait on the engine's `receive_async` (no thread per waiter).
+//! * With `Credentials`, requests must be signed (SigV4); without, the binary
+//!   listens on loopback only (`check_bind`).
 //!
 //! `docs/server.md` lists the supported actions and where leaseq differs
 //! from SQS.
@@ -36,9 +38,11 @@ mod messages;
 mod queues;
 mod registry;
 mod settings;
+mod sigv4;
 
 pub use address::{ACCOUNT, REGION};
 pub use bind::check_bind;
 pub use error::{ErrorCode, SqsError};
-pub use http::{MAX_BODY_BYTES, serve};
+pub use http::{MAX_BODY_BYTES, serve, serve_with_auth};
 pub use registry::{Registry, SETTINGS_FILE};
+pub use sigv4::Credentials;

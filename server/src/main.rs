@@ -8,19 +8,28 @@ use std::time::Duration;
 
 use clap::Parser;
 use leaseq::{Engine, SyncPolicy};
-use leaseq_server::{Registry, check_bind, serve};
+use leaseq_server::{Credentials, Registry, check_bind, serve_with_auth};
 
 /// An Amazon SQS-compatible endpoint (JSON protocol) backed by the leaseq engine.
 ///
-/// Security: request signatures (SigV4) are not verified yet, so the server
-/// refuses to bind any address but loopback (127.0.0.0/8, ::1). Any
-/// credentials are accepted from local clients.
+/// Security: with --credentials-file every request must carry a valid SigV4
+/// signature by one of its keys. Without it any credentials are accepted, so
+/// the server then binds only loopback addresses (127.0.0.0/8, ::1) unless
+/// --insecure-no-auth is given. There is no TLS.
 #[derive(Debug, Parser)]
 #[command(name = "leaseq-server", version)]
 struct Args {
-    /// Address to listen on (loopback only).
+    /// Address to listen on; beyond loopback it needs --credentials-file or
+    /// --insecure-no-auth.
     #[arg(long, default_value = "127.0.0.1:9324")]
     bind: SocketAddr,
+    /// File of `ACCESS_KEY_ID SECRET_ACCESS_KEY` lines: requests must be
+    /// SigV4-signed with one of them.
+    #[arg(long)]
+    credentials_file: Option<PathBuf>,
+    /// Listen on a non-loopback address without checking signatures.
+    #[arg(long)]
+    insecure_no_auth: bool,
     /// Keep queues and messages in this directory (durable engine); without
     /// it everything is in memory and gone when the server stops.
     #[arg(long)]
@@ -55,7 +64,10 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), String> {
-    check_bind(args.bind)?;
+    let credentials = args.credentials_file.as_deref().map(Credentials::from_file).transpose()?;
+    if let Some(warning) = check_bind(args.bind, credentials.is_some(), args.insecure_no_auth)? {
+        eprintln!("leaseq-server: WARNING: {warning}");
+    }
     let engine = match (&args.data_dir, args.sync) {
         (None, Some(_)) => return Err("--sync needs --data-dir".into()),
         (None, None) => Engine::new(),
@@ -82,9 +94,10 @@ fn run(args: Args) -> Result<(), String> {
             Some(dir) => format!("durable in {}", dir.display()),
             None => "in memory".to_string(),
         };
-        eprintln!("leaseq-server: listening on http://{local} ({mode})");
+        let auth = if credentials.is_some() { "SigV4 required" } else { "no authentication" };
+        eprintln!("leaseq-server: listening on http://{local} ({mode}, {auth})");
         let registry = Arc::new(registry);
-        serve(listener, registry.clone(), stop_signal()).await.map_err(|e| e.to_string())?;
+        serve_with_auth(listener, registry.clone(), credentials, stop_signal()).await.map_err(|e| e.to_string())?;
         registry.engine().flush().map_err(|e| format!("final flush failed: {e}"))?;
         eprintln!("leaseq-server: stopped");
         Ok(())

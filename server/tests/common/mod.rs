@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_sqs::config::{BehaviorVersion, Region};
 use leaseq::Engine;
-use leaseq_server::{Registry, serve};
+use leaseq_server::{Credentials, Registry, serve_with_auth};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -36,12 +36,21 @@ impl TestServer {
         Self::with_engine(engine, Some(dir)).await
     }
 
+    /// An in-memory server that requires SigV4 signatures by `credentials`.
+    pub async fn signed(credentials: Credentials) -> TestServer {
+        Self::serving(Engine::new(), None, Some(credentials)).await
+    }
+
     async fn with_engine(engine: Engine, dir: Option<PathBuf>) -> TestServer {
+        Self::serving(engine, dir, None).await
+    }
+
+    async fn serving(engine: Engine, dir: Option<PathBuf>, credentials: Option<Credentials>) -> TestServer {
         let registry = Arc::new(Registry::open(engine, dir).expect("registry"));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve(listener, registry, async {
+        let task = tokio::spawn(serve_with_auth(listener, registry, credentials, async {
             let _ = stopped.await;
         }));
         TestServer { addr, client: sdk_client(addr), stop: Some(stop), task: Some(task) }
@@ -114,10 +123,15 @@ pub async fn raw_exchange(addr: SocketAddr, request: &[u8]) -> RawResponse {
 
 /// The official SDK client pointed at `addr` with test credentials.
 pub fn sdk_client(addr: SocketAddr) -> Client {
+    sdk_client_as(addr, "test", "test")
+}
+
+/// The official SDK client pointed at `addr`, signing as `key`/`secret`.
+pub fn sdk_client_as(addr: SocketAddr, key: &str, secret: &str) -> Client {
     let config = aws_sdk_sqs::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "tests"))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new(key, secret, None, None, "tests"))
         .endpoint_url(format!("http://{addr}"))
         .http_client(aws_smithy_http_client::Builder::new().build_http())
         .build();
