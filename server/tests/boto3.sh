@@ -26,32 +26,46 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import boto3' 2>/dev/
 fi
 
 cargo build --quiet -p leaseq-server --bin leaseq-server
-port="$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-log="$target/boto3-server.log"
-"$target/debug/leaseq-server" --bind "127.0.0.1:$port" >"$log" 2>&1 &
-server=$!
-trap 'kill "$server" 2>/dev/null || true' EXIT
 
-# Wait (bounded) until the port accepts connections.
-for _ in $(seq 1 100); do
-    if "$venv/bin/python" -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null; then
-        break
+# Runs the smoke test against a fresh server started with "$@" as extra flags;
+# SMOKE_ARGS are the Python test's arguments after the endpoint.
+run_smoke() {
+    local port log server
+    port="$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    log="$target/boto3-server-$port.log"
+    "$target/debug/leaseq-server" --bind "127.0.0.1:$port" "$@" >"$log" 2>&1 &
+    server=$!
+    trap 'kill "$server" 2>/dev/null || true' EXIT
+
+    # Wait (bounded) until the port accepts connections.
+    for _ in $(seq 1 100); do
+        if "$venv/bin/python" -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null; then
+            break
+        fi
+        sleep 0.1
+    done
+
+    timeout 120 "$venv/bin/python" server/tests/boto3_smoke.py "http://127.0.0.1:$port" "${SMOKE_ARGS[@]}"
+
+    # Graceful stop on SIGTERM, bounded.
+    kill -TERM "$server"
+    for _ in $(seq 1 100); do
+        kill -0 "$server" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$server" 2>/dev/null; then
+        echo "boto3 smoke: server did not stop within 10 s of SIGTERM" >&2
+        exit 1
     fi
-    sleep 0.1
-done
+    wait "$server" || { echo "boto3 smoke: server exited with an error; see $log" >&2; exit 1; }
+    trap - EXIT
+    grep -q "stopped" "$log" || { echo "boto3 smoke: server log lacks its stop line" >&2; exit 1; }
+}
 
-timeout 120 "$venv/bin/python" server/tests/boto3_smoke.py "http://127.0.0.1:$port"
+SMOKE_ARGS=()
+run_smoke
 
-# Graceful stop on SIGTERM, bounded.
-kill -TERM "$server"
-for _ in $(seq 1 100); do
-    kill -0 "$server" 2>/dev/null || break
-    sleep 0.1
-done
-if kill -0 "$server" 2>/dev/null; then
-    echo "boto3 smoke: server did not stop within 10 s of SIGTERM" >&2
-    exit 1
-fi
-wait "$server" || { echo "boto3 smoke: server exited with an error; see $log" >&2; exit 1; }
-trap - EXIT
-grep -q "stopped" "$log" || { echo "boto3 smoke: server log lacks its stop line" >&2; exit 1; }
+credentials="$target/boto3-credentials"
+printf 'AKIDBOTO3SMOKE smoke/secret+key\n' >"$credentials"
+SMOKE_ARGS=(AKIDBOTO3SMOKE smoke/secret+key --signed)
+run_smoke --credentials-file "$credentials"

@@ -5,7 +5,9 @@ other SDKs do), so this test recomputes MD5OfMessageBody and
 MD5OfMessageAttributes here, independently of the server, by the algorithm SQS
 documents, and compares them with what the server returned.
 
-Usage: boto3_smoke.py http://127.0.0.1:PORT
+Usage: boto3_smoke.py http://127.0.0.1:PORT [ACCESS_KEY SECRET --signed]
+With --signed the server checks SigV4: the run also makes sure a client with
+a wrong secret is refused.
 """
 
 import json
@@ -41,13 +43,21 @@ def attributes_md5(attributes):
 
 
 endpoint = sys.argv[1]
-sqs = boto3.client(
-    "sqs",
-    endpoint_url=endpoint,
-    region_name="us-east-1",
-    aws_access_key_id="test",
-    aws_secret_access_key="test",
-)
+key, secret = (sys.argv[2], sys.argv[3]) if len(sys.argv) > 3 else ("test", "test")
+signed = "--signed" in sys.argv[4:]
+
+
+def client(secret_key):
+    return boto3.client(
+        "sqs",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=key,
+        aws_secret_access_key=secret_key,
+    )
+
+
+sqs = client(secret)
 checks = 0
 
 
@@ -148,6 +158,14 @@ try:
 except botocore.exceptions.ClientError as e:
     check(e.response["Error"]["Code"] == "InvalidParameterValue", "invalid parameter")
 
+if signed:
+    try:
+        client("wrong-" + secret).list_queues()
+        check(False, "a wrong secret should be refused")
+    except botocore.exceptions.ClientError as e:
+        check(e.response["Error"]["Code"] == "SignatureDoesNotMatch", "wrong secret refused")
+        check(e.response["ResponseMetadata"]["HTTPStatusCode"] == 403, "status 403")
+
 for q in (src_url, dlq_url, url):
     sqs.delete_queue(QueueUrl=q)
-print(f"boto3 smoke: {checks} passed, 0 failed")
+print(f"boto3 smoke ({'signed' if signed else 'unsigned'}): {checks} passed, 0 failed")
