@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use crate::error::{ErrorCode, SqsError};
 use crate::registry::{QueueEntry, Registry};
-use crate::{address, messages, queues};
+use crate::{address, messages, move_tasks, queues};
 
 /// What one call sees: the queues, the host its queue URLs name, and the
 /// server's shutdown signal (which ends long polls early).
@@ -26,16 +26,7 @@ pub(crate) struct Call<'a> {
 }
 
 /// SQS actions that exist but that leaseq-server does not implement.
-const UNSUPPORTED: &[&str] = &[
-    "AddPermission",
-    "RemovePermission",
-    "TagQueue",
-    "UntagQueue",
-    "ListQueueTags",
-    "StartMessageMoveTask",
-    "CancelMessageMoveTask",
-    "ListMessageMoveTasks",
-];
+const UNSUPPORTED: &[&str] = &["AddPermission", "RemovePermission", "TagQueue", "UntagQueue", "ListQueueTags"];
 
 /// Runs `action` on `body`.
 pub(crate) async fn dispatch(call: Call<'_>, action: &str, body: &[u8]) -> Result<Value, SqsError> {
@@ -55,6 +46,9 @@ pub(crate) async fn dispatch(call: Call<'_>, action: &str, body: &[u8]) -> Resul
         "DeleteMessageBatch" => messages::delete_batch(&call, parse(body)?),
         "ChangeMessageVisibility" => messages::change_visibility(&call, parse(body)?),
         "ChangeMessageVisibilityBatch" => messages::change_visibility_batch(&call, parse(body)?),
+        "StartMessageMoveTask" => move_tasks::start(&call, parse(body)?),
+        "ListMessageMoveTasks" => move_tasks::list(&call, parse(body)?),
+        "CancelMessageMoveTask" => move_tasks::cancel(&call, parse(body)?),
         other if UNSUPPORTED.contains(&other) => Err(SqsError::new(
             ErrorCode::UnsupportedOperation,
             format!("leaseq-server does not implement {other} (docs/server.md lists what it does)."),
@@ -102,6 +96,9 @@ mod tests {
         "DeleteMessageBatch",
         "ChangeMessageVisibility",
         "ChangeMessageVisibilityBatch",
+        "StartMessageMoveTask",
+        "ListMessageMoveTasks",
+        "CancelMessageMoveTask",
     ];
 
     /// Every action meets odd input with an SQS error (or a result), never a
@@ -139,6 +136,9 @@ mod tests {
             format!(r#"{{"QueueUrl":"{url}","AttributeNames":["All","Nope"],"MaxResults":0}}"#),
             r#"{"QueueUrl":"http://h/000000000000/../../etc","QueueName":"../x"}"#.into(),
             r#"{"QueueUrl":7,"QueueName":[]}"#.into(),
+            r#"{"SourceArn":"arn:aws:sqs:us-east-1:000000000000:q","DestinationArn":"x","MaxResults":99}"#.into(),
+            r#"{"SourceArn":"arn:aws:sqs:us-east-1:000000000000:q","MaxNumberOfMessagesPerSecond":0,"TaskHandle":"h"}"#
+                .into(),
         ];
         for action in ACTIONS.iter().chain(&["Nope", "TagQueue", ""]) {
             for body in &bodies {

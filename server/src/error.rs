@@ -66,6 +66,8 @@ pub enum ErrorCode {
     SignatureDoesNotMatch,
     /// A signature dated too far from the server's clock.
     RequestExpired,
+    /// `ResourceNotFoundException` (message move tasks).
+    ResourceNotFound,
 }
 
 impl ErrorCode {
@@ -99,6 +101,7 @@ impl ErrorCode {
             InvalidClientTokenId => "InvalidClientTokenId",
             SignatureDoesNotMatch => "SignatureDoesNotMatch",
             RequestExpired => "RequestExpired",
+            ResourceNotFound => "ResourceNotFoundException",
         }
     }
 

@@ -15,6 +15,7 @@ use std::time::Duration;
 use leaseq::{Engine, Queue, QueueConfig};
 
 use crate::error::{ErrorCode, SqsError};
+use crate::move_tasks::MoveTasks;
 use crate::settings::{MAX_MESSAGE_SIZE, QueueSettings, Redrive, fifo_unsupported};
 
 /// The settings file's name inside a durable engine's data dir (the engine
@@ -70,6 +71,8 @@ pub struct Registry {
     /// Serialises create, delete and attribute changes (and the file write).
     changes: Mutex<()>,
     settings_file: Option<PathBuf>,
+    /// Recent message move tasks.
+    pub(crate) tasks: MoveTasks,
 }
 
 impl Registry {
@@ -106,7 +109,13 @@ impl Registry {
             settings.redrive = redrive_of(queue.config());
             queues.insert(name, Arc::new(entry(queue, settings)));
         }
-        Ok(Registry { engine, queues: RwLock::new(queues), changes: Mutex::new(()), settings_file })
+        Ok(Registry {
+            engine,
+            queues: RwLock::new(queues),
+            changes: Mutex::new(()),
+            settings_file,
+            tasks: MoveTasks::default(),
+        })
     }
 
     /// The engine behind the registry.

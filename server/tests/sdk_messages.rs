@@ -430,3 +430,56 @@ async fn bad_message_parameters_get_sqs_errors() {
     assert_eq!(got.messages()[0].body(), Some("later"));
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_move_task_returns_dead_letters_to_their_queue() {
+    let server = TestServer::start().await;
+    let client = &server.client;
+    let dlq = server.create("mv-dlq", &[]).await;
+    let dlq_arn = "arn:aws:sqs:us-east-1:000000000000:mv-dlq";
+    let policy = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"1"}}"#);
+    let url = server.create("mv", &[("VisibilityTimeout", "1"), ("RedrivePolicy", &policy)]).await;
+    client.send_message().queue_url(&url).message_body("retry me").send().await.unwrap();
+    let first = client.receive_message().queue_url(&url).send().await.unwrap();
+    assert_eq!(first.messages().len(), 1);
+    // After the lease runs out the message is in the dead-letter queue.
+    let mut dead = 0;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let attrs = client
+            .get_queue_attributes()
+            .queue_url(&dlq)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .unwrap();
+        dead = attrs.attributes().unwrap()[&QueueAttributeName::ApproximateNumberOfMessages].parse().unwrap();
+        if dead == 1 {
+            break;
+        }
+    }
+    assert_eq!(dead, 1);
+
+    let task = client.start_message_move_task().source_arn(dlq_arn).send().await.unwrap();
+    let listed = client.list_message_move_tasks().source_arn(dlq_arn).send().await.unwrap();
+    let result = &listed.results()[0];
+    assert_eq!(result.status(), Some("COMPLETED"));
+    assert_eq!(result.approximate_number_of_messages_moved(), 1);
+    assert_eq!(result.destination_arn(), Some("arn:aws:sqs:us-east-1:000000000000:mv"));
+    let back = client.receive_message().queue_url(&url).wait_time_seconds(5).send().await.unwrap();
+    assert_eq!(back.messages()[0].body(), Some("retry me"));
+
+    let cancel = client.cancel_message_move_task().task_handle(task.task_handle().unwrap()).send().await.unwrap_err();
+    assert_eq!(code_of(&cancel), "AWS.SimpleQueueService.UnsupportedOperation");
+    let not_dlq =
+        client.start_message_move_task().source_arn("arn:aws:sqs:us-east-1:000000000000:mv").send().await.unwrap_err();
+    assert_eq!(code_of(&not_dlq), "InvalidParameterValue");
+    let missing = client
+        .start_message_move_task()
+        .source_arn("arn:aws:sqs:us-east-1:000000000000:nope")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(missing.as_service_error().unwrap().is_resource_not_found_exception(), "{missing:?}");
+    server.stop().await;
+}
