@@ -25,6 +25,28 @@ pub(crate) struct Call<'a> {
     pub(crate) shutdown: watch::Receiver<bool>,
 }
 
+/// Every action the server implements.
+pub(crate) const ACTIONS: &[&str] = &[
+    "CreateQueue",
+    "GetQueueUrl",
+    "ListQueues",
+    "DeleteQueue",
+    "PurgeQueue",
+    "GetQueueAttributes",
+    "SetQueueAttributes",
+    "ListDeadLetterSourceQueues",
+    "SendMessage",
+    "SendMessageBatch",
+    "ReceiveMessage",
+    "DeleteMessage",
+    "DeleteMessageBatch",
+    "ChangeMessageVisibility",
+    "ChangeMessageVisibilityBatch",
+    "StartMessageMoveTask",
+    "ListMessageMoveTasks",
+    "CancelMessageMoveTask",
+];
+
 /// SQS actions that exist but that leaseq-server does not implement.
 const UNSUPPORTED: &[&str] = &["AddPermission", "RemovePermission", "TagQueue", "UntagQueue", "ListQueueTags"];
 
@@ -79,27 +101,6 @@ pub(crate) fn queue_of(call: &Call<'_>, url: Option<&str>) -> Result<std::sync::
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const ACTIONS: &[&str] = &[
-        "CreateQueue",
-        "GetQueueUrl",
-        "ListQueues",
-        "DeleteQueue",
-        "PurgeQueue",
-        "GetQueueAttributes",
-        "SetQueueAttributes",
-        "ListDeadLetterSourceQueues",
-        "SendMessage",
-        "SendMessageBatch",
-        "ReceiveMessage",
-        "DeleteMessage",
-        "DeleteMessageBatch",
-        "ChangeMessageVisibility",
-        "ChangeMessageVisibilityBatch",
-        "StartMessageMoveTask",
-        "ListMessageMoveTasks",
-        "CancelMessageMoveTask",
-    ];
 
     /// Every action meets odd input with an SQS error (or a result), never a
     /// panic: wrong types, huge and negative numbers, junk URLs and handles.

@@ -27,6 +27,7 @@ use tokio::sync::watch;
 
 use crate::api::{Call, dispatch};
 use crate::error::{ErrorCode, SqsError};
+use crate::metrics::{RequestCounts, render};
 use crate::registry::{Registry, unix_now_ms};
 use crate::sigv4::{Credentials, Signed, verify};
 
@@ -44,7 +45,8 @@ struct State {
     registry: Arc<Registry>,
     local: SocketAddr,
     shutdown: watch::Receiver<bool>,
-    requests: AtomicU64,
+    request_ids: AtomicU64,
+    requests: RequestCounts,
     credentials: Option<Credentials>,
 }
 
@@ -68,14 +70,21 @@ pub async fn serve_with_auth(
 ) -> std::io::Result<()> {
     let local = listener.local_addr()?;
     let (stop, stopping) = watch::channel(false);
-    let state = Arc::new(State { registry, local, shutdown: stopping, requests: AtomicU64::new(0), credentials });
+    let state = Arc::new(State {
+        registry,
+        local,
+        shutdown: stopping,
+        request_ids: AtomicU64::new(0),
+        requests: RequestCounts::default(),
+        credentials,
+    });
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let stream = match accepted {
-                    Ok((stream, _)) => stream,
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
                     Err(e) => {
                         // Out of file descriptors and the like: back off, keep serving.
                         eprintln!("leaseq-server: accept failed: {e}");
@@ -85,7 +94,7 @@ pub async fn serve_with_auth(
                 };
                 let _ = stream.set_nodelay(true);
                 let state = state.clone();
-                let service = service_fn(move |request| handle(request, state.clone()));
+                let service = service_fn(move |request| handle(request, peer, state.clone()));
                 let connection = http1::Builder::new()
                     .timer(TokioTimer::new())
                     .header_read_timeout(READ_TIMEOUT)
@@ -108,9 +117,29 @@ pub async fn serve_with_auth(
     Ok(())
 }
 
-async fn handle(request: Request<Incoming>, state: Arc<State>) -> Result<Response<Full<Bytes>>, Infallible> {
-    let id = request_id(state.requests.fetch_add(1, Ordering::Relaxed));
+async fn handle(
+    request: Request<Incoming>,
+    peer: SocketAddr,
+    state: Arc<State>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let id = request_id(state.request_ids.fetch_add(1, Ordering::Relaxed));
+    if request.method() == Method::GET && request.uri().path() == "/metrics" {
+        // With signatures required, metrics (queue names, depths) are for
+        // local scrapers only: a Prometheus scrape cannot sign.
+        if state.credentials.is_none() || peer.ip().is_loopback() {
+            let mut response = Response::new(Full::new(Bytes::from(render(&state.registry, &state.requests))));
+            response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
+            return Ok(response);
+        }
+    }
+    let action = request
+        .headers()
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|t| t.strip_prefix("AmazonSQS."))
+        .map(str::to_string);
     let result = answer(request, &state).await;
+    state.requests.record(action.as_deref(), result.as_ref().err().map(|e| e.code));
     let (status, body, query_error) = match result {
         Ok(value) => (200, value.to_string(), None),
         Err(e) => (e.code.status(), e.body(), Some(e.query_header())),

@@ -35,6 +35,7 @@ mod envelope;
 mod error;
 mod http;
 mod messages;
+mod metrics;
 mod move_tasks;
 mod queues;
 mod registry;

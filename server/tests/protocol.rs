@@ -138,3 +138,34 @@ async fn a_disconnected_long_poll_takes_no_message() {
     assert_eq!(got.messages().len(), 1, "the abandoned poll took the message");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_report_requests_and_queue_depths() {
+    let server = TestServer::start().await;
+    let url = server.create("metered", &[]).await;
+    for i in 0..3 {
+        server.client.send_message().queue_url(&url).message_body(format!("m{i}")).send().await.unwrap();
+    }
+    server.client.receive_message().queue_url(&url).send().await.unwrap();
+    let _ = server.client.get_queue_url().queue_name("absent").send().await;
+    let get = format!("GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", server.addr);
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+        stream.write_all(get.as_bytes()).await.unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).await.unwrap();
+        text
+    };
+    let text = tokio::time::timeout(Duration::from_secs(10), exchange).await.unwrap();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    for line in [
+        "leaseq_sqs_requests_total{action=\"SendMessage\",outcome=\"ok\"} 3",
+        "leaseq_sqs_requests_total{action=\"GetQueueUrl\",outcome=\"QueueDoesNotExist\"} 1",
+        "leaseq_queue_messages{queue=\"metered\",state=\"ready\"} 2",
+        "leaseq_queue_messages{queue=\"metered\",state=\"in_flight\"} 1",
+        "leaseq_queue_events_total{queue=\"metered\",event=\"received\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
+    }
+    server.stop().await;
+}
