@@ -1,0 +1,240 @@
+//! The HTTP side: SQS's JSON protocol over HTTP/1.1 with keep-alive.
+//!
+//! Invariant: every request gets a response (an SQS result or an SQS error),
+//! bounded in size (`MAX_BODY_BYTES`) and in time (header and body reads time
+//! out); with credentials, only requests whose SigV4 signature verifies reach
+//! an action; on shutdown the listener closes, long polls end early, and open
+//! requests are given `DRAIN` to finish.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::api::{Call, dispatch};
+use crate::error::{ErrorCode, SqsError};
+use crate::metrics::{RequestCounts, render};
+use crate::registry::{Registry, unix_now_ms};
+use crate::sigv4::{Credentials, Signed, verify};
+
+/// Largest request body: a 256 KiB message (or batch) with room for JSON
+/// escaping and the other fields.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// How long a client may take to send its headers, and then its body.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long shutdown waits for open requests.
+const DRAIN: Duration = Duration::from_secs(25);
+/// The content type of SQS's JSON protocol.
+const JSON_1_0: &str = "application/x-amz-json-1.0";
+
+struct State {
+    registry: Arc<Registry>,
+    local: SocketAddr,
+    shutdown: watch::Receiver<bool>,
+    request_ids: AtomicU64,
+    requests: RequestCounts,
+    credentials: Option<Credentials>,
+}
+
+/// Serves `registry` on `listener`, without checking request signatures,
+/// until `shutdown` completes, then drains.
+pub async fn serve(
+    listener: TcpListener,
+    registry: Arc<Registry>,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    serve_with_auth(listener, registry, None, shutdown).await
+}
+
+/// Like `serve`; with `credentials`, every request must carry a valid SigV4
+/// signature by one of them.
+pub async fn serve_with_auth(
+    listener: TcpListener,
+    registry: Arc<Registry>,
+    credentials: Option<Credentials>,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let local = listener.local_addr()?;
+    let (stop, stopping) = watch::channel(false);
+    let state = Arc::new(State {
+        registry,
+        local,
+        shutdown: stopping,
+        request_ids: AtomicU64::new(0),
+        requests: RequestCounts::default(),
+        credentials,
+    });
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off, keep serving.
+                        eprintln!("leaseq-server: accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let state = state.clone();
+                let service = service_fn(move |request| handle(request, peer, state.clone()));
+                let connection = http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(READ_TIMEOUT)
+                    .keep_alive(true)
+                    .serve_connection(TokioIo::new(stream), service);
+                let connection = graceful.watch(connection);
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    let _ = stop.send(true);
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(DRAIN) => eprintln!("leaseq-server: requests still open after {DRAIN:?}; closing"),
+    }
+    Ok(())
+}
+
+async fn handle(
+    request: Request<Incoming>,
+    peer: SocketAddr,
+    state: Arc<State>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let id = request_id(state.request_ids.fetch_add(1, Ordering::Relaxed));
+    if request.method() == Method::GET && request.uri().path() == "/metrics" {
+        // With signatures required, metrics (queue names, depths) are for
+        // local scrapers only: a Prometheus scrape cannot sign.
+        if state.credentials.is_none() || peer.ip().is_loopback() {
+            let mut response = Response::new(Full::new(Bytes::from(render(&state.registry, &state.requests))));
+            response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
+            return Ok(response);
+        }
+    }
+    let action = request
+        .headers()
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|t| t.strip_prefix("AmazonSQS."))
+        .map(str::to_string);
+    let result = answer(request, &state).await;
+    state.requests.record(action.as_deref(), result.as_ref().err().map(|e| e.code));
+    let (status, body, query_error) = match result {
+        Ok(value) => (200, value.to_string(), None),
+        Err(e) => (e.code.status(), e.body(), Some(e.query_header())),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON_1_0));
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        headers.insert("x-amzn-requestid", value);
+    }
+    if let Some(value) = query_error.and_then(|q| HeaderValue::from_str(&q).ok()) {
+        headers.insert("x-amzn-query-error", value);
+    }
+    Ok(response)
+}
+
+async fn answer(request: Request<Incoming>, state: &State) -> Result<serde_json::Value, SqsError> {
+    let protocol_only = || {
+        SqsError::new(
+            ErrorCode::UnknownOperation,
+            "leaseq-server speaks SQS's JSON protocol only: POST with Content-Type application/x-amz-json-1.0 and \
+             X-Amz-Target: AmazonSQS.<Action>.",
+        )
+    };
+    if request.method() != Method::POST {
+        return Err(protocol_only());
+    }
+    let headers = request.headers();
+    let action = headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|t| t.strip_prefix("AmazonSQS."))
+        .map(str::to_string)
+        .ok_or_else(protocol_only)?;
+    let json = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|t| t.starts_with(JSON_1_0));
+    if !json {
+        return Err(protocol_only());
+    }
+    let too_large = || {
+        SqsError::new(
+            ErrorCode::RequestTooLarge,
+            format!("The request body is above the limit of {MAX_BODY_BYTES} bytes."),
+        )
+    };
+    let declared = headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(too_large());
+    }
+    let host = host_of(&request).unwrap_or_else(|| state.local.to_string());
+    let (parts, body) = request.into_parts();
+    let body = Limited::new(body, MAX_BODY_BYTES);
+    let body = match tokio::time::timeout(READ_TIMEOUT, body.collect()).await {
+        Err(_) => return Err(SqsError::invalid("The request body did not arrive in time.")),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
+        Ok(Err(e)) => return Err(SqsError::invalid(format!("The request body could not be read: {e}."))),
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
+    if let Some(credentials) = &state.credentials {
+        let signed = Signed {
+            method: parts.method.as_str(),
+            path: parts.uri.path(),
+            query: parts.uri.query(),
+            headers: &parts.headers,
+            body: &body,
+        };
+        verify(credentials, &signed, unix_now_ms() / 1000)?;
+    }
+    let call = Call { registry: &state.registry, host: &host, shutdown: state.shutdown.clone() };
+    dispatch(call, &action, &body).await
+}
+
+/// The `Host` header, when it is a plain `host[:port]` (it goes into URLs).
+fn host_of(request: &Request<Incoming>) -> Option<String> {
+    let host = request.headers().get(HOST)?.to_str().ok()?;
+    let plain = !host.is_empty()
+        && host.len() <= 255
+        && host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
+    plain.then(|| host.to_string())
+}
+
+/// A UUID-shaped request id, unique within the process.
+fn request_id(n: u64) -> String {
+    // splitmix64 of the counter: unique (a bijection) and spread out.
+    let mut x = n.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    let pid = u64::from(std::process::id());
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        x >> 32,
+        (x >> 16) & 0xffff,
+        x & 0xfff,
+        pid & 0xfff,
+        n & 0xffff_ffff_ffff
+    )
+}

@@ -1,0 +1,267 @@
+//! The server's queues: each engine queue with its SQS attributes.
+//!
+//! Invariant: the registry holds exactly the engine's queues, each with
+//! settings that passed validation. Creation, deletion and attribute changes
+//! are serialised by one lock, and on a durable engine the settings file in
+//! the data dir is rewritten (atomically, by rename) before the change is
+//! reported done, so a restart finds the attributes the engine's log cannot
+//! hold (delay, wait time, size limit, retention, timestamps).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
+
+use leaseq::{Engine, Queue, QueueConfig};
+
+use crate::error::{ErrorCode, SqsError};
+use crate::move_tasks::MoveTasks;
+use crate::settings::{MAX_MESSAGE_SIZE, QueueSettings, Redrive, fifo_unsupported};
+
+/// The settings file's name inside a durable engine's data dir (the engine
+/// ignores files that are not its segments).
+pub const SETTINGS_FILE: &str = "leaseq-server-queues.json";
+/// Bytes the envelope adds to a message at most (header plus per-attribute
+/// framing of 10 attributes); the engine's payload limit leaves room for it.
+const ENVELOPE_ALLOWANCE: usize = 1024;
+/// First-receive times kept per queue; past this the table is cleared and the
+/// attribute falls back to the current receive's time (it is approximate).
+const FIRST_RECEIVE_CAP: usize = 65_536;
+
+/// One queue as the server sees it.
+#[derive(Debug)]
+pub(crate) struct QueueEntry {
+    /// The engine queue.
+    pub(crate) queue: Queue,
+    settings: Mutex<QueueSettings>,
+    first_receive: Mutex<HashMap<u64, u64>>,
+}
+
+impl QueueEntry {
+    /// The queue's current attributes.
+    pub(crate) fn settings(&self) -> QueueSettings {
+        lock(&self.settings).clone()
+    }
+
+    /// `ApproximateFirstReceiveTimestamp` of message `id` received now
+    /// (`now_ms`) for the `count`-th time.
+    pub(crate) fn first_receive(&self, id: u64, count: u32, now_ms: u64) -> u64 {
+        let mut table = lock(&self.first_receive);
+        if count <= 1 {
+            if table.len() >= FIRST_RECEIVE_CAP {
+                table.clear();
+            }
+            table.insert(id, now_ms);
+            return now_ms;
+        }
+        *table.get(&id).unwrap_or(&now_ms)
+    }
+
+    /// Forgets first-receive times (after a purge).
+    pub(crate) fn forget_receives(&self) {
+        lock(&self.first_receive).clear();
+    }
+}
+
+/// The server's queues.
+#[derive(Debug)]
+pub struct Registry {
+    engine: Engine,
+    queues: RwLock<HashMap<String, Arc<QueueEntry>>>,
+    /// Serialises create, delete and attribute changes (and the file write).
+    changes: Mutex<()>,
+    settings_file: Option<PathBuf>,
+    /// Recent message move tasks.
+    pub(crate) tasks: MoveTasks,
+}
+
+impl Registry {
+    /// The registry of `engine`'s queues. With `data_dir`, attributes are
+    /// loaded from and kept in its settings file; a queue the file does not
+    /// know gets SQS defaults with its engine config's visibility and redrive.
+    pub fn open(engine: Engine, data_dir: Option<PathBuf>) -> std::io::Result<Registry> {
+        let settings_file = data_dir.map(|dir| dir.join(SETTINGS_FILE));
+        let mut saved: HashMap<String, QueueSettings> = HashMap::new();
+        if let Some(path) = &settings_file {
+            match std::fs::read(path) {
+                Ok(bytes) => {
+                    saved = serde_json::from_slice(&bytes).map_err(|e| {
+                        std::io::Error::new(
+                            std::io::ErrorKind::InvalidData,
+                            format!("{} is not a valid settings file: {e}", path.display()),
+                        )
+                    })?
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let now = unix_now_ms() / 1000;
+        let mut queues = HashMap::new();
+        for name in engine.list_queues() {
+            let Ok(queue) = engine.queue(&name) else { continue };
+            let mut settings = saved.remove(&name).unwrap_or_else(|| {
+                let mut fresh = QueueSettings::new(now);
+                fresh.visibility_timeout = queue.config().visibility_timeout.as_secs().min(43_200) as u32;
+                fresh
+            });
+            // The engine's log is the truth for what it fixes at creation.
+            settings.redrive = redrive_of(queue.config());
+            queues.insert(name, Arc::new(entry(queue, settings)));
+        }
+        Ok(Registry {
+            engine,
+            queues: RwLock::new(queues),
+            changes: Mutex::new(()),
+            settings_file,
+            tasks: MoveTasks::default(),
+        })
+    }
+
+    /// The engine behind the registry.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The queue named `name`.
+    pub(crate) fn get(&self, name: &str) -> Result<Arc<QueueEntry>, SqsError> {
+        self.queues.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned().ok_or_else(SqsError::no_queue)
+    }
+
+    /// Names of all queues starting with `prefix`, sorted.
+    pub(crate) fn names(&self, prefix: &str) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .queues
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .filter(|n| n.starts_with(prefix))
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Queues whose redrive policy targets `name`, sorted.
+    pub(crate) fn dead_letter_sources(&self, name: &str) -> Vec<String> {
+        let queues = self.queues.read().unwrap_or_else(|p| p.into_inner());
+        let mut names: Vec<String> =
+            queues.iter().filter(|(_, e)| e.queue.dead_letter_queue() == Some(name)).map(|(n, _)| n.clone()).collect();
+        names.sort();
+        names
+    }
+
+    /// Creates queue `name` with `attributes`. An existing queue whose
+    /// attributes match every one given is success, as in SQS; a mismatch is
+    /// `QueueNameExists`.
+    pub(crate) fn create(&self, name: &str, attributes: &HashMap<String, String>) -> Result<(), SqsError> {
+        if name.ends_with(".fifo") {
+            return Err(fifo_unsupported());
+        }
+        let _serial = lock(&self.changes);
+        let now = unix_now_ms() / 1000;
+        if let Ok(existing) = self.get(name) {
+            let current = existing.settings();
+            let asked = current.with(attributes)?;
+            if asked != current {
+                return Err(SqsError::new(
+                    ErrorCode::QueueNameExists,
+                    format!("A queue named {name} already exists with different attributes."),
+                ));
+            }
+            return Ok(());
+        }
+        let settings = QueueSettings::new(now).with(attributes)?;
+        let config = QueueConfig {
+            visibility_timeout: Duration::from_secs(settings.visibility_timeout.into()),
+            dead_letter_queue: settings.redrive.as_ref().map(|r| r.dead_letter_queue.clone()),
+            max_receives: settings.redrive.as_ref().map(|r| r.max_receive_count),
+            max_payload: MAX_MESSAGE_SIZE as usize + ENVELOPE_ALLOWANCE,
+            ..QueueConfig::default()
+        };
+        let queue = self.engine.create_queue(name, config)?;
+        self.queues
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string(), Arc::new(entry(queue, settings)));
+        self.save()
+    }
+
+    /// Deletes queue `name` and its messages.
+    pub(crate) fn delete(&self, name: &str) -> Result<(), SqsError> {
+        let _serial = lock(&self.changes);
+        self.get(name)?;
+        self.engine.delete_queue(name)?;
+        self.queues.write().unwrap_or_else(|p| p.into_inner()).remove(name);
+        self.save()
+    }
+
+    /// Applies `attributes` to queue `name`. The redrive policy is fixed when
+    /// the engine creates a queue: asking for a different one is refused.
+    pub(crate) fn set_attributes(&self, name: &str, attributes: &HashMap<String, String>) -> Result<(), SqsError> {
+        let _serial = lock(&self.changes);
+        let entry = self.get(name)?;
+        let mut settings = lock(&entry.settings);
+        let mut next = settings.with(attributes)?;
+        if next.redrive != settings.redrive {
+            return Err(SqsError::new(
+                ErrorCode::InvalidAttributeValue,
+                "leaseq fixes a queue's RedrivePolicy when the queue is created; delete and re-create the queue \
+                 with the new policy (docs/server.md).",
+            ));
+        }
+        next.last_modified = unix_now_ms() / 1000;
+        *settings = next;
+        drop(settings);
+        self.save()
+    }
+
+    /// Rewrites the settings file (durable engines only).
+    fn save(&self) -> Result<(), SqsError> {
+        let Some(path) = &self.settings_file else { return Ok(()) };
+        let all: HashMap<String, QueueSettings> = self
+            .queues
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(name, e)| (name.clone(), e.settings()))
+            .collect();
+        let write = || -> std::io::Result<()> {
+            let tmp = path.with_extension("json.tmp");
+            let bytes = serde_json::to_vec_pretty(&all).map_err(std::io::Error::other)?;
+            let mut file = std::fs::File::create(&tmp)?;
+            std::io::Write::write_all(&mut file, &bytes)?;
+            file.sync_all()?;
+            std::fs::rename(&tmp, path)
+        };
+        write().map_err(|e| {
+            SqsError::new(
+                ErrorCode::InternalFailure,
+                format!("The queue changed, but its attributes could not be saved to {}: {e}.", path.display()),
+            )
+        })
+    }
+}
+
+fn entry(queue: Queue, settings: QueueSettings) -> QueueEntry {
+    QueueEntry { queue, settings: Mutex::new(settings), first_receive: Mutex::new(HashMap::new()) }
+}
+
+fn redrive_of(config: &QueueConfig) -> Option<Redrive> {
+    match (&config.dead_letter_queue, config.max_receives) {
+        (Some(dlq), Some(max)) => Some(Redrive { dead_letter_queue: dlq.clone(), max_receive_count: max }),
+        _ => None,
+    }
+}
+
+/// The wall clock in Unix milliseconds (what SQS timestamps use).
+pub(crate) fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere never leaves these maps half-changed: recover.
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}

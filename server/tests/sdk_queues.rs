@@ -1,0 +1,239 @@
+//! Queue actions end to end through the official aws-sdk-sqs client, and a
+//! durable server's restart.
+
+mod common;
+
+use aws_sdk_sqs::types::QueueAttributeName;
+use common::{TestServer, code_of};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_get_list_and_delete_queues() {
+    let server = TestServer::start().await;
+    let client = &server.client;
+    let url = server.create("alpha", &[]).await;
+    assert_eq!(url, server.url("alpha"));
+    for name in ["beta-1", "beta-2", "beta-3"] {
+        server.create(name, &[]).await;
+    }
+    // Creating again with the same attributes is success; different ones are not.
+    assert_eq!(server.create("alpha", &[]).await, url);
+    let clash = client
+        .create_queue()
+        .queue_name("alpha")
+        .attributes(QueueAttributeName::VisibilityTimeout, "5")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(clash.as_service_error().unwrap().is_queue_name_exists(), "{clash:?}");
+
+    let got = client.get_queue_url().queue_name("beta-2").send().await.unwrap();
+    assert_eq!(got.queue_url(), Some(server.url("beta-2").as_str()));
+    let missing = client.get_queue_url().queue_name("gamma").send().await.unwrap_err();
+    assert!(missing.as_service_error().unwrap().is_queue_does_not_exist(), "{missing:?}");
+
+    let all = client.list_queues().send().await.unwrap();
+    assert_eq!(all.queue_urls().len(), 4);
+    let page = client.list_queues().queue_name_prefix("beta").max_results(2).send().await.unwrap();
+    assert_eq!(page.queue_urls(), [server.url("beta-1"), server.url("beta-2")]);
+    let rest = client
+        .list_queues()
+        .queue_name_prefix("beta")
+        .max_results(2)
+        .next_token(page.next_token().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.queue_urls(), [server.url("beta-3")]);
+    assert!(rest.next_token().is_none());
+
+    client.delete_queue().queue_url(&url).send().await.unwrap();
+    let gone = client.get_queue_attributes().queue_url(&url).send().await.unwrap_err();
+    assert!(gone.as_service_error().unwrap().is_queue_does_not_exist(), "{gone:?}");
+    let again = client.delete_queue().queue_url(&url).send().await.unwrap_err();
+    assert!(again.as_service_error().unwrap().is_queue_does_not_exist());
+    let bad_url = client.delete_queue().queue_url("not a url").send().await.unwrap_err();
+    assert_eq!(code_of(&bad_url), "InvalidAddress");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifo_queues_and_bad_names_are_refused() {
+    let server = TestServer::start().await;
+    let client = &server.client;
+    let fifo = client.create_queue().queue_name("jobs.fifo").send().await.unwrap_err();
+    assert_eq!(code_of(&fifo), "InvalidParameterValue");
+    let fifo_attr = client
+        .create_queue()
+        .queue_name("jobs")
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&fifo_attr), "InvalidParameterValue");
+    let bad_name = client.create_queue().queue_name("has space").send().await.unwrap_err();
+    assert_eq!(code_of(&bad_name), "InvalidParameterValue");
+    let too_long = client.create_queue().queue_name("q".repeat(81)).send().await.unwrap_err();
+    assert_eq!(code_of(&too_long), "InvalidParameterValue");
+    assert!(client.list_queues().send().await.unwrap().queue_urls().is_empty(), "nothing was created");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_attributes_are_validated_reported_and_changed() {
+    let server = TestServer::start().await;
+    let client = &server.client;
+    let url = server.create("attrs", &[("DelaySeconds", "2"), ("MessageRetentionPeriod", "3600")]).await;
+    let all =
+        client.get_queue_attributes().queue_url(&url).attribute_names(QueueAttributeName::All).send().await.unwrap();
+    let a = all.attributes().unwrap();
+    assert_eq!(a[&QueueAttributeName::VisibilityTimeout], "30");
+    assert_eq!(a[&QueueAttributeName::DelaySeconds], "2");
+    assert_eq!(a[&QueueAttributeName::MessageRetentionPeriod], "3600");
+    assert_eq!(a[&QueueAttributeName::MaximumMessageSize], "262144");
+    assert_eq!(a[&QueueAttributeName::QueueArn], "arn:aws:sqs:us-east-1:000000000000:attrs");
+    assert_eq!(a[&QueueAttributeName::ApproximateNumberOfMessages], "0");
+    assert!(a[&QueueAttributeName::CreatedTimestamp].parse::<u64>().unwrap() > 1_600_000_000);
+    assert!(!a.contains_key(&QueueAttributeName::RedrivePolicy));
+
+    client
+        .set_queue_attributes()
+        .queue_url(&url)
+        .attributes(QueueAttributeName::VisibilityTimeout, "7")
+        .attributes(QueueAttributeName::ReceiveMessageWaitTimeSeconds, "1")
+        .attributes(QueueAttributeName::DelaySeconds, "0")
+        .send()
+        .await
+        .unwrap();
+    let some = client
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::VisibilityTimeout)
+        .attribute_names(QueueAttributeName::ReceiveMessageWaitTimeSeconds)
+        .send()
+        .await
+        .unwrap();
+    let a = some.attributes().unwrap();
+    assert_eq!(a.len(), 2);
+    assert_eq!(a[&QueueAttributeName::VisibilityTimeout], "7");
+
+    // Counts come from the engine's stats.
+    client.send_message().queue_url(&url).message_body("m1").send().await.unwrap();
+    client.send_message().queue_url(&url).message_body("m2").send().await.unwrap();
+    client.receive_message().queue_url(&url).send().await.unwrap();
+    let counts =
+        client.get_queue_attributes().queue_url(&url).attribute_names(QueueAttributeName::All).send().await.unwrap();
+    let a = counts.attributes().unwrap();
+    assert_eq!(a[&QueueAttributeName::ApproximateNumberOfMessages], "1");
+    assert_eq!(a[&QueueAttributeName::ApproximateNumberOfMessagesNotVisible], "1");
+
+    for (name, value, code) in [
+        ("VisibilityTimeout", "43201", "InvalidAttributeValue"),
+        ("DelaySeconds", "abc", "InvalidAttributeValue"),
+        ("MaximumMessageSize", "100", "InvalidAttributeValue"),
+        ("ReceiveMessageWaitTimeSeconds", "21", "InvalidAttributeValue"),
+        ("RedrivePolicy", "{not json", "InvalidAttributeValue"),
+        ("Policy", "{}", "InvalidAttributeName"),
+    ] {
+        let err = client
+            .set_queue_attributes()
+            .queue_url(&url)
+            .attributes(QueueAttributeName::from(name), value)
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(code_of(&err), code, "{name}={value}");
+    }
+    let unknown = client
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::from("Colour"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&unknown), "InvalidAttributeName");
+
+    // The engine fixes the redrive policy at creation.
+    server.create("attrs-dlq", &[]).await;
+    let policy = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:attrs-dlq","maxReceiveCount":3}"#;
+    let fixed = client
+        .set_queue_attributes()
+        .queue_url(&url)
+        .attributes(QueueAttributeName::RedrivePolicy, policy)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&fixed), "InvalidAttributeValue");
+    let no_target = client
+        .create_queue()
+        .queue_name("orphan")
+        .attributes(
+            QueueAttributeName::RedrivePolicy,
+            r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:missing","maxReceiveCount":3}"#,
+        )
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&no_target), "InvalidAttributeValue");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_empties_a_queue_and_a_used_dead_letter_queue_is_kept() {
+    let server = TestServer::start().await;
+    let client = &server.client;
+    let dlq = server.create("keep-dlq", &[]).await;
+    let policy = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:keep-dlq","maxReceiveCount":5}"#;
+    let url = server.create("keep", &[("RedrivePolicy", policy)]).await;
+    for i in 0..3 {
+        client.send_message().queue_url(&url).message_body(format!("m{i}")).send().await.unwrap();
+    }
+    client.purge_queue().queue_url(&url).send().await.unwrap();
+    assert!(client.receive_message().queue_url(&url).send().await.unwrap().messages().is_empty());
+
+    let in_use = client.delete_queue().queue_url(&dlq).send().await.unwrap_err();
+    assert_eq!(code_of(&in_use), "InvalidParameterValue");
+    client.delete_queue().queue_url(&url).send().await.unwrap();
+    client.delete_queue().queue_url(&dlq).send().await.unwrap();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_server_keeps_queues_attributes_and_messages_across_restarts() {
+    let dir = std::env::temp_dir().join(format!("leaseq-server-durable-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+
+    let server = TestServer::durable(dir.clone()).await;
+    let url = server.create("kept", &[("DelaySeconds", "0"), ("ReceiveMessageWaitTimeSeconds", "3")]).await;
+    server
+        .client
+        .send_message()
+        .queue_url(&url)
+        .message_body("survives")
+        .message_attributes(
+            "k",
+            aws_sdk_sqs::types::MessageAttributeValue::builder().data_type("String").string_value("v").build().unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    server.stop().await;
+
+    let server = TestServer::durable(dir.clone()).await;
+    let url = server.url("kept");
+    let attrs = server
+        .client
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::ReceiveMessageWaitTimeSeconds)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(attrs.attributes().unwrap()[&QueueAttributeName::ReceiveMessageWaitTimeSeconds], "3");
+    let got = server.client.receive_message().queue_url(&url).message_attribute_names("All").send().await.unwrap();
+    let m = &got.messages()[0];
+    assert_eq!(m.body(), Some("survives"));
+    assert_eq!(m.message_attributes().unwrap()["k"].string_value(), Some("v"));
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
