@@ -231,6 +231,10 @@ impl From<LeaseError> for SqsError {
                 SqsError::new(ErrorCode::OverLimit, format!("The dead-letter queue {name} is full."))
             }
             LeaseError::QueueDeleted => SqsError::no_queue(),
+            LeaseError::InvalidBatchSize { requested, max } => SqsError::new(
+                ErrorCode::TooManyEntriesInBatchRequest,
+                format!("The batch request contains {requested} entries; at most {max} are allowed."),
+            ),
             LeaseError::Storage { reason } => {
                 SqsError::new(ErrorCode::InternalFailure, format!("The server could not write its log: {reason}."))
             }
