@@ -147,7 +147,7 @@ fn timed_wheel_expiry(n: usize, body: &Bytes) {
 fn filled_queue(n: usize, body: &Bytes) -> (ManualClock, Engine, leaseq::Queue) {
     let clock = ManualClock::new();
     let engine = Engine::builder().clock(clock.clone()).default_shards(1).build();
-    let config = QueueConfig { max_messages: n + 1024, ..QueueConfig::default() };
+    let config = QueueConfig::default().max_messages(n + 1024);
     let q = engine.create_queue("hot", config).expect("valid config");
     for _ in 0..n {
         q.send(body.clone()).expect("room");

@@ -4,9 +4,7 @@ fn main() {
     let dir = std::env::temp_dir().join("leaseq-never-sends");
     let _ = std::fs::remove_dir_all(&dir);
     let engine = leaseq::Engine::builder().data_dir(&dir).sync(leaseq::SyncPolicy::Never).open().unwrap();
-    let q = engine
-        .create_queue("q", leaseq::QueueConfig { max_messages: 1 << 22, ..leaseq::QueueConfig::default() })
-        .unwrap();
+    let q = engine.create_queue("q", leaseq::QueueConfig::default().max_messages(1 << 22)).unwrap();
     // A shared static body: the loop times the send, not a copy of it.
     let body = leaseq::Bytes::from_static(&[0x5a; 100]);
     let started = std::time::Instant::now();

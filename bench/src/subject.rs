@@ -109,14 +109,12 @@ impl Subject for EngineSubject {
             Some(clock) => builder.clock(clock.clone()).build(),
             None => builder.build(),
         };
-        let config = QueueConfig {
-            visibility_timeout: setup.visibility,
-            max_visibility: setup.max_lease,
-            max_lease: setup.max_lease,
-            max_messages: setup.capacity,
-            shards: Some(setup.shards),
-            ..QueueConfig::default()
-        };
+        let config = QueueConfig::default()
+            .visibility_timeout(setup.visibility)
+            .max_visibility(setup.max_lease)
+            .max_lease(setup.max_lease)
+            .max_messages(setup.capacity)
+            .shards(setup.shards);
         let queue = engine.create_queue("bench", config).expect("the bench queue config is valid");
         EngineSubject { queue, engine }
     }

@@ -17,12 +17,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     engine.create_queue("jobs-dlq", QueueConfig::default())?;
     let jobs = engine.create_queue(
         "jobs",
-        QueueConfig {
-            visibility_timeout: Duration::from_millis(50),
-            max_receives: Some(3),
-            dead_letter_queue: Some("jobs-dlq".into()),
-            ..QueueConfig::default()
-        },
+        QueueConfig::default()
+            .visibility_timeout(Duration::from_millis(50))
+            .max_receives(3)
+            .dead_letter_queue("jobs-dlq"),
     )?;
 
     jobs.send(b"job-42")?;

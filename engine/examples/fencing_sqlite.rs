@@ -29,8 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A manual clock makes the pause exact; the same happens on the real clock.
     let clock = ManualClock::new();
     let engine = Engine::builder().clock(clock.clone()).build();
-    let q = engine
-        .create_queue("renders", QueueConfig { visibility_timeout: Duration::from_secs(30), ..Default::default() })?;
+    let q = engine.create_queue("renders", QueueConfig::default().visibility_timeout(Duration::from_secs(30)))?;
     q.send(b"render the report")?;
 
     let a = q.receive(1)?.remove(0);

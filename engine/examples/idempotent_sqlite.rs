@@ -47,8 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let check = open(&path)?;
 
     let engine = Engine::new();
-    let q =
-        engine.create_queue("deposits", QueueConfig { visibility_timeout: VISIBILITY, ..QueueConfig::default() })?;
+    let q = engine.create_queue("deposits", QueueConfig::default().visibility_timeout(VISIBILITY))?;
     let count = 200i64;
     for amount in 1..=count {
         q.send(amount.to_string())?;
@@ -59,7 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let db = path.clone();
     // max_total = the first grant: no renewals at all, so a stalled handler
     // really loses its lease mid-work (the failure the keeper normally prevents).
-    let policy = LeasePolicy { max_total: Some(VISIBILITY), ..LeasePolicy::default() };
+    let policy = LeasePolicy::default().max_total(VISIBILITY);
     // One connection per worker, opened once before the workers start.
     let pool = Pool::builder(&q).workers(4).policy(policy).start_with_state(
         move |_worker| open(&db),

@@ -12,6 +12,7 @@ use crate::receipt::{MessageId, mix};
 /// A queue's retry backoff, applied when a lease expires (and by
 /// `Queue::release_with_backoff`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Backoff {
     /// Eligible again at once.
     #[default]

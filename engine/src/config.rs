@@ -10,6 +10,7 @@ use crate::error::Error;
 
 /// What `ack` does with a receipt whose lease ran out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum LateAck {
     /// Accept it if the message has not been delivered again (nobody else
     /// holds it, so accepting avoids a needless duplicate); count it as a late
@@ -40,14 +41,44 @@ pub const MAX_NAME_LEN: usize = 80;
 
 /// A queue's configuration. `QueueConfig::default()` matches common hosted
 /// queues: 30 s visibility, 12 h lease cap, 256 KiB payloads.
+///
+/// The struct grows with the engine, so it is `#[non_exhaustive]`: build one
+/// from the default with the chainable setters, or assign fields on a
+/// mutable default.
+///
+/// ```
+/// use std::time::Duration;
+/// use leaseq::QueueConfig;
+///
+/// let config = QueueConfig::default()
+///     .visibility_timeout(Duration::from_secs(60))
+///     .max_receives(5)
+///     .dead_letter_queue("jobs-dlq");
+/// assert_eq!(config.max_receives, Some(5));
+///
+/// let mut same = QueueConfig::default();
+/// same.visibility_timeout = Duration::from_secs(60);
+/// same.max_receives = Some(5);
+/// same.dead_letter_queue = Some("jobs-dlq".into());
+/// assert_eq!(config, same);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QueueConfig {
-    /// Visibility of a receive that does not name one.
+    /// Visibility of a receive that does not name one. Left at its default
+    /// (30 s), it follows a lower `max_lease` down (see `max_lease`).
     pub visibility_timeout: Duration,
-    /// Largest visibility a receive or extension may ask for.
+    /// Largest visibility a receive or extension may ask for. Left at its
+    /// default (12 h), it follows a lower `max_lease` down.
     pub max_visibility: Duration,
     /// Longest total lease of one attempt, from receive through every
     /// extension; an extension past it is `LeaseError::CapExceeded`.
+    ///
+    /// Lowering only the cap means the cap: a `max_visibility` or
+    /// `visibility_timeout` still at its default value is lowered to
+    /// `max_lease` when the queue is created (and `Queue::config` shows the
+    /// lowered value). One set to another value above `max_lease` is a
+    /// disagreement and is refused with `InvalidConfig`.
     pub max_lease: Duration,
     /// Largest send or release delay.
     pub max_delay: Duration,
@@ -92,8 +123,108 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> Error {
     Error::InvalidConfig { field, reason: reason.into() }
 }
 
+/// Chainable setters, one per field. A setter of an optional field takes the
+/// value itself and sets `Some`; assign the field to clear it.
 impl QueueConfig {
+    /// Sets [`visibility_timeout`](Self::visibility_timeout).
+    #[must_use = "a setter returns the changed config"]
+    pub fn visibility_timeout(mut self, visibility: Duration) -> Self {
+        self.visibility_timeout = visibility;
+        self
+    }
+
+    /// Sets [`max_visibility`](Self::max_visibility).
+    #[must_use = "a setter returns the changed config"]
+    pub fn max_visibility(mut self, max: Duration) -> Self {
+        self.max_visibility = max;
+        self
+    }
+
+    /// Sets [`max_lease`](Self::max_lease).
+    #[must_use = "a setter returns the changed config"]
+    pub fn max_lease(mut self, max: Duration) -> Self {
+        self.max_lease = max;
+        self
+    }
+
+    /// Sets [`max_delay`](Self::max_delay).
+    #[must_use = "a setter returns the changed config"]
+    pub fn max_delay(mut self, max: Duration) -> Self {
+        self.max_delay = max;
+        self
+    }
+
+    /// Sets [`max_receives`](Self::max_receives) to `Some(receives)`.
+    #[must_use = "a setter returns the changed config"]
+    pub fn max_receives(mut self, receives: u32) -> Self {
+        self.max_receives = Some(receives);
+        self
+    }
+
+    /// Sets [`dead_letter_queue`](Self::dead_letter_queue) to `Some(name)`.
+    #[must_use = "a setter returns the changed config"]
+    pub fn dead_letter_queue(mut self, name: impl Into<String>) -> Self {
+        self.dead_letter_queue = Some(name.into());
+        self
+    }
+
+    /// Sets [`late_ack`](Self::late_ack).
+    #[must_use = "a setter returns the changed config"]
+    pub fn late_ack(mut self, rule: LateAck) -> Self {
+        self.late_ack = rule;
+        self
+    }
+
+    /// Sets [`backoff`](Self::backoff).
+    #[must_use = "a setter returns the changed config"]
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Sets [`max_messages`](Self::max_messages).
+    #[must_use = "a setter returns the changed config"]
+    pub fn max_messages(mut self, max: usize) -> Self {
+        self.max_messages = max;
+        self
+    }
+
+    /// Sets [`max_payload`](Self::max_payload).
+    #[must_use = "a setter returns the changed config"]
+    pub fn max_payload(mut self, max: usize) -> Self {
+        self.max_payload = max;
+        self
+    }
+
+    /// Sets [`shards`](Self::shards) to `Some(shards)`.
+    #[must_use = "a setter returns the changed config"]
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = Some(shards);
+        self
+    }
+}
+
+impl QueueConfig {
+    /// The config a queue is created with: a `max_visibility` or
+    /// `visibility_timeout` left at its default follows a lower `max_lease`
+    /// down. Every other field is kept as given.
+    pub(crate) fn resolved(mut self) -> Self {
+        let defaults = QueueConfig::default();
+        if self.max_visibility == defaults.max_visibility && self.max_visibility > self.max_lease {
+            self.max_visibility = self.max_lease;
+        }
+        if self.visibility_timeout == defaults.visibility_timeout && self.visibility_timeout > self.max_visibility {
+            self.visibility_timeout = self.max_visibility;
+        }
+        self
+    }
+
     /// Checks every field; the error names the first one out of range.
+    ///
+    /// # Errors
+    ///
+    /// `Error::InvalidConfig` naming the field and why, or
+    /// `Error::InvalidQueueName` for a bad `dead_letter_queue` name.
     pub fn validate(&self) -> Result<(), Error> {
         let durations = [
             ("visibility_timeout", self.visibility_timeout),
@@ -172,6 +303,10 @@ impl QueueConfig {
 }
 
 /// Checks a queue name: 1 to 80 ASCII letters, digits, `-` or `_`.
+///
+/// # Errors
+///
+/// `Error::InvalidQueueName` saying which rule the name breaks.
 pub fn validate_name(name: &str) -> Result<(), Error> {
     let reason = if name.is_empty() {
         Some("it is empty")
@@ -201,33 +336,29 @@ mod tests {
     fn each_bad_field_is_named() {
         let base = QueueConfig::default();
         let cases: Vec<(QueueConfig, &str)> = vec![
-            (QueueConfig { visibility_timeout: Duration::from_secs(13 * 3600), ..base.clone() }, "visibility_timeout"),
+            (base.clone().visibility_timeout(Duration::from_secs(13 * 3600)), "visibility_timeout"),
             (
-                QueueConfig {
-                    max_lease: Duration::ZERO,
-                    max_visibility: Duration::ZERO,
-                    visibility_timeout: Duration::ZERO,
-                    ..base.clone()
-                },
+                base.clone()
+                    .max_lease(Duration::ZERO)
+                    .max_visibility(Duration::ZERO)
+                    .visibility_timeout(Duration::ZERO),
                 "max_lease",
             ),
-            (QueueConfig { max_visibility: Duration::from_secs(13 * 3600), ..base.clone() }, "max_visibility"),
+            (base.clone().max_visibility(Duration::from_secs(13 * 3600)), "max_visibility"),
+            (base.clone().max_receives(0).dead_letter_queue("d"), "max_receives"),
+            (base.clone().max_receives(3), "max_receives"),
+            (base.clone().max_messages(0), "max_messages"),
+            (base.clone().max_payload(0), "max_payload"),
+            (base.clone().shards(0), "shards"),
+            (base.clone().shards(MAX_SHARDS + 1), "shards"),
+            (base.clone().max_delay(Duration::MAX), "max_delay"),
+            (base.clone().backoff(Backoff::Fixed(Duration::from_secs(3600))), "backoff"),
             (
-                QueueConfig { max_receives: Some(0), dead_letter_queue: Some("d".into()), ..base.clone() },
-                "max_receives",
-            ),
-            (QueueConfig { max_receives: Some(3), ..base.clone() }, "max_receives"),
-            (QueueConfig { max_messages: 0, ..base.clone() }, "max_messages"),
-            (QueueConfig { max_payload: 0, ..base.clone() }, "max_payload"),
-            (QueueConfig { shards: Some(0), ..base.clone() }, "shards"),
-            (QueueConfig { shards: Some(MAX_SHARDS + 1), ..base.clone() }, "shards"),
-            (QueueConfig { max_delay: Duration::MAX, ..base.clone() }, "max_delay"),
-            (QueueConfig { backoff: Backoff::Fixed(Duration::from_secs(3600)), ..base.clone() }, "backoff"),
-            (
-                QueueConfig {
-                    backoff: Backoff::Exponential { base: Duration::ZERO, max: Duration::from_secs(1), jitter: false },
-                    ..base.clone()
-                },
+                base.clone().backoff(Backoff::Exponential {
+                    base: Duration::ZERO,
+                    max: Duration::from_secs(1),
+                    jitter: false,
+                }),
                 "backoff",
             ),
         ];
@@ -237,6 +368,36 @@ mod tests {
                 other => panic!("{config:?} gave {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_lower_max_lease_alone_lowers_the_defaulted_visibilities() {
+        let config = QueueConfig::default().max_lease(Duration::from_secs(60)).resolved();
+        assert_eq!(config.max_lease, Duration::from_secs(60));
+        assert_eq!(config.max_visibility, Duration::from_secs(60));
+        // 30 s is already within the cap: unchanged.
+        assert_eq!(config.visibility_timeout, Duration::from_secs(30));
+        config.validate().unwrap();
+
+        let tiny = QueueConfig::default().max_lease(Duration::from_secs(10)).resolved();
+        assert_eq!((tiny.max_visibility, tiny.visibility_timeout), (Duration::from_secs(10), Duration::from_secs(10)));
+        tiny.validate().unwrap();
+    }
+
+    #[test]
+    fn explicit_values_that_disagree_with_max_lease_are_still_refused() {
+        let both = QueueConfig::default()
+            .max_lease(Duration::from_secs(60))
+            .max_visibility(Duration::from_secs(120))
+            .resolved();
+        assert_eq!(both.max_visibility, Duration::from_secs(120), "an explicit value is never rewritten");
+        assert!(matches!(both.validate(), Err(Error::InvalidConfig { field: "max_visibility", .. })));
+
+        let visibility = QueueConfig::default()
+            .max_lease(Duration::from_secs(60))
+            .visibility_timeout(Duration::from_secs(90))
+            .resolved();
+        assert!(matches!(visibility.validate(), Err(Error::InvalidConfig { field: "visibility_timeout", .. })));
     }
 
     #[test]

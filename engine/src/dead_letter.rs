@@ -18,6 +18,7 @@ pub const MAX_ATTEMPT_RECORDS: usize = 8;
 
 /// How one delivery attempt ended without an ack.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AttemptOutcome {
     /// The lease ran out.
     Expired,
@@ -50,6 +51,7 @@ impl AttemptRecord {
 
 /// Why a message was dead-lettered.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DeadLetterReason {
     /// Its lease expired on the delivery that reached `max_receives`.
     Expired,

@@ -15,6 +15,7 @@ use crate::receipt::{MessageId, Receipt};
 
 /// One delivery attempt of one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Delivery {
     /// The message's stable id (the same on every attempt).
     pub id: MessageId,

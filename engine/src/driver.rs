@@ -171,7 +171,7 @@ mod tests {
     #[test]
     fn a_deadline_added_during_an_idle_sleep_wakes_the_driver() {
         let engine = Engine::builder().tick(Duration::from_millis(10)).build();
-        let config = QueueConfig { visibility_timeout: Duration::from_millis(50), ..QueueConfig::default() };
+        let config = QueueConfig::default().visibility_timeout(Duration::from_millis(50));
         let q = engine.create_queue("jobs", config).unwrap();
         std::thread::sleep(Duration::from_millis(200));
         q.send(&b"m"[..]).unwrap();

@@ -262,9 +262,17 @@ impl Engine {
     /// Creates a queue. Validates the name and config, that the name is free
     /// and that the dead-letter queue exists and takes payloads as large as
     /// this queue's (`max_payload` at least this one's); on error nothing is
-    /// created.
+    /// created. A `max_visibility` or `visibility_timeout` left at its
+    /// default follows a lower `max_lease` down (`QueueConfig::max_lease`).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidQueueName`, `InvalidConfig`, `QueueAlreadyExists`,
+    /// `DeadLetterQueueNotFound`, `DeadLetterCycle`, or on a durable engine
+    /// `Storage` when the creation could not be logged.
     pub fn create_queue(&self, name: &str, config: QueueConfig) -> Result<Queue, Error> {
         validate_name(name)?;
+        let config = config.resolved();
         config.validate()?;
         let _serial = lock(&self.inner.registry);
         if self.inner.queues.contains_key(name) {

@@ -10,6 +10,7 @@ use bytes::Bytes;
 
 /// Why a receipt could not be used on this queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReceiptError {
     /// The text is not a receipt this library wrote.
     Malformed {
@@ -48,6 +49,7 @@ impl std::error::Error for ReceiptError {}
 
 /// Why an operation on a lease (ack, extend, release, dead-letter) failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LeaseError {
     /// The receipt belongs to an earlier attempt (the message was delivered
     /// again, finished, or purged since). It can never complete a newer delivery.
@@ -182,6 +184,7 @@ impl From<ReceiptError> for LeaseError {
 
 /// Errors from engine and queue operations.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     /// A queue name must be 1 to 80 ASCII letters, digits, `-` or `_`.
     InvalidQueueName {

@@ -43,6 +43,7 @@ use crate::sync::{AtomicBool, AtomicU64, Condvar, Mutex, OnceLock, Ordering, fen
 /// transitions happened, a segment is synced before the next one starts, and
 /// queue creation and deletion are synced before they return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum SyncPolicy {
     /// A send, ack, dead-letter, purge or redrive returns only after its
     /// record was synced (`fdatasync`); concurrent callers share one sync

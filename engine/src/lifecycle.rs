@@ -1337,13 +1337,11 @@ mod tests {
         let clock = ManualClock::new();
         let engine = Engine::builder().clock(clock.clone()).build();
         engine.create_queue("dlq", QueueConfig::default()).unwrap();
-        let config = QueueConfig {
-            visibility_timeout: Duration::from_secs(1),
-            max_receives: Some(3),
-            dead_letter_queue: Some("dlq".into()),
-            shards: Some(1),
-            ..QueueConfig::default()
-        };
+        let config = QueueConfig::default()
+            .visibility_timeout(Duration::from_secs(1))
+            .max_receives(3)
+            .dead_letter_queue("dlq")
+            .shards(1);
         let q = engine.create_queue("jobs", config).unwrap();
         q.send(&b"poison"[..]).unwrap();
         let first = q.receive(1).unwrap().remove(0);
@@ -1365,8 +1363,7 @@ mod tests {
     #[test]
     fn timers_of_acked_leases_do_not_accumulate() {
         let engine = Engine::builder().tick(Duration::from_millis(1)).build();
-        let config =
-            QueueConfig { visibility_timeout: Duration::from_secs(3600), shards: Some(1), ..QueueConfig::default() };
+        let config = QueueConfig::default().visibility_timeout(Duration::from_secs(3600)).shards(1);
         let q = engine.create_queue("hot", config).unwrap();
         let cycles = 400_000;
         let mut out = Vec::new();
@@ -1397,8 +1394,7 @@ mod tests {
     fn expiry_without_dead_letter_queue_redelivers() {
         let clock = ManualClock::new();
         let engine = Engine::builder().clock(clock.clone()).build();
-        let config =
-            QueueConfig { visibility_timeout: Duration::from_secs(1), shards: Some(1), ..QueueConfig::default() };
+        let config = QueueConfig::default().visibility_timeout(Duration::from_secs(1)).shards(1);
         let q = engine.create_queue("jobs", config).unwrap();
         q.send(&b"x"[..]).unwrap();
         q.receive(1).unwrap();

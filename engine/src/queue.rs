@@ -537,7 +537,7 @@ mod tests {
     #[test]
     fn receive_into_appends_without_clearing_and_counts_what_it_added() {
         let engine = Engine::builder().clock(ManualClock::new()).build();
-        let q = engine.create_queue("q", QueueConfig { shards: Some(1), ..QueueConfig::default() }).unwrap();
+        let q = engine.create_queue("q", QueueConfig::default().shards(1)).unwrap();
         for i in 0..5u8 {
             q.send(vec![i]).unwrap();
         }
@@ -556,11 +556,7 @@ mod tests {
     fn ack_batch_judges_every_ack_and_refuses_stale_ones() {
         let clock = ManualClock::new();
         let engine = Engine::builder().clock(clock.clone()).build();
-        let config = QueueConfig {
-            shards: Some(1),
-            visibility_timeout: std::time::Duration::from_secs(10),
-            ..QueueConfig::default()
-        };
+        let config = QueueConfig::default().shards(1).visibility_timeout(std::time::Duration::from_secs(10));
         let q = engine.create_queue("q", config).unwrap();
         for i in 0..3u8 {
             q.send(vec![i]).unwrap();
@@ -585,7 +581,7 @@ mod tests {
     #[test]
     fn ack_batch_frees_every_slot_it_acked() {
         let engine = Engine::builder().clock(ManualClock::new()).build();
-        let config = QueueConfig { shards: Some(3), max_messages: 7, ..QueueConfig::default() };
+        let config = QueueConfig::default().shards(3).max_messages(7);
         let q = engine.create_queue("q", config).unwrap();
         for i in 0..7u8 {
             q.send(vec![i]).unwrap();

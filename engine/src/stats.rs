@@ -330,6 +330,7 @@ impl CounterSums {
 
 /// A snapshot of one queue's lease pressure.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct QueueStats {
     /// Messages eligible for receive now.
     pub ready: u64,

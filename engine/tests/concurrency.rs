@@ -100,9 +100,7 @@ fn run_stress(
 #[test]
 fn stress_every_message_acked_exactly_once_without_expiry() {
     let engine = Engine::new();
-    let queue = engine
-        .create_queue("stress", QueueConfig { shards: Some(2), max_messages: 4096, ..QueueConfig::default() })
-        .unwrap();
+    let queue = engine.create_queue("stress", QueueConfig::default().shards(2).max_messages(4096)).unwrap();
     let (acked, sent) = run_stress(&queue, 2, 2, 20_000, 0);
     assert_eq!(acked.len(), sent.len(), "every sent id acked");
     assert!(acked.values().all(|&k| k == 1), "no id acked twice");
@@ -117,12 +115,7 @@ fn stress_short_leases_duplicate_deliveries_but_each_message_completes_once() {
     let queue = engine
         .create_queue(
             "stress",
-            QueueConfig {
-                shards: Some(2),
-                visibility_timeout: Duration::from_millis(1),
-                max_messages: 1024,
-                ..QueueConfig::default()
-            },
+            QueueConfig::default().shards(2).visibility_timeout(Duration::from_millis(1)).max_messages(1024),
         )
         .unwrap();
     let (acked, sent) = run_stress(&queue, 2, 2, 3_000, 50);
@@ -141,10 +134,7 @@ fn stress_manual_clock_advanced_concurrently() {
     let clock = ManualClock::new();
     let engine = Engine::builder().clock(clock.clone()).build();
     let queue = engine
-        .create_queue(
-            "m",
-            QueueConfig { shards: Some(2), visibility_timeout: Duration::from_millis(5), ..QueueConfig::default() },
-        )
+        .create_queue("m", QueueConfig::default().shards(2).visibility_timeout(Duration::from_millis(5)))
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let ticker = {
@@ -188,9 +178,8 @@ fn blocking_receive_is_woken_by_a_send() {
 #[test]
 fn blocking_receive_is_woken_by_an_expiry_and_times_out_empty() {
     let engine = Engine::new();
-    let queue = engine
-        .create_queue("poll", QueueConfig { visibility_timeout: Duration::from_millis(30), ..QueueConfig::default() })
-        .unwrap();
+    let queue =
+        engine.create_queue("poll", QueueConfig::default().visibility_timeout(Duration::from_millis(30))).unwrap();
     let started = Instant::now();
     let empty = queue.receive_with(1, ReceiveOptions::new().wait(Duration::from_millis(40))).unwrap();
     assert!(empty.is_empty());

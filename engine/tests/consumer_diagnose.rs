@@ -12,7 +12,7 @@ const STEP: Duration = Duration::from_secs(1);
 
 fn queue(clock: &ManualClock, with_dead_letter: bool) -> Queue {
     let engine = Engine::builder().clock(clock.clone()).build();
-    let mut config = QueueConfig { visibility_timeout: VIS, shards: Some(2), ..QueueConfig::default() };
+    let mut config = QueueConfig::default().visibility_timeout(VIS).shards(2);
     if with_dead_letter {
         engine.create_queue("jobs-dlq", QueueConfig::default()).unwrap();
         config.max_receives = Some(3);

@@ -49,9 +49,7 @@ impl Drop for Scratch {
 fn setup() -> (ManualClock, Queue) {
     let clock = ManualClock::new();
     let engine = Engine::builder().clock(clock.clone()).build();
-    let q = engine
-        .create_queue("deposits", QueueConfig { visibility_timeout: VIS, shards: Some(1), ..QueueConfig::default() })
-        .unwrap();
+    let q = engine.create_queue("deposits", QueueConfig::default().visibility_timeout(VIS).shards(1)).unwrap();
     (clock, q)
 }
 

@@ -13,14 +13,12 @@ const VIS: Duration = Duration::from_millis(200);
 
 fn queue() -> Queue {
     let engine = Engine::new();
-    engine
-        .create_queue("jobs", QueueConfig { visibility_timeout: VIS, shards: Some(1), ..QueueConfig::default() })
-        .unwrap()
+    engine.create_queue("jobs", QueueConfig::default().visibility_timeout(VIS).shards(1)).unwrap()
 }
 
 /// Renew at 40% of the grant: 120 ms of slack against a 200 ms lease.
 fn policy() -> LeasePolicy {
-    LeasePolicy { renew_after: 0.4, ..LeasePolicy::default() }
+    LeasePolicy::default().renew_after(0.4)
 }
 
 /// A competing consumer polling until `stop`, acking what it gets; returns
@@ -96,7 +94,7 @@ fn a_worker_that_stops_making_progress_loses_its_lease_and_the_message_comes_bac
     let q = queue();
     q.send(&b"job that hangs"[..]).unwrap();
     let heartbeat = Duration::from_millis(150);
-    let keeper = LeaseKeeper::spawn(LeasePolicy { heartbeat: Some(heartbeat), ..policy() }).unwrap();
+    let keeper = LeaseKeeper::spawn(policy().heartbeat(heartbeat)).unwrap();
     let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0)).unwrap();
     let signal = guard.loss_signal();
     let stop = Arc::new(AtomicBool::new(false));
@@ -197,16 +195,10 @@ fn the_keeper_holds_a_lease_up_to_max_lease() {
     let engine = Engine::new();
     let vis = Duration::from_millis(100);
     let max_lease = Duration::from_millis(250);
-    let config = QueueConfig {
-        visibility_timeout: vis,
-        max_visibility: vis,
-        max_lease,
-        shards: Some(1),
-        ..QueueConfig::default()
-    };
+    let config = QueueConfig::default().visibility_timeout(vis).max_visibility(vis).max_lease(max_lease).shards(1);
     let q = engine.create_queue("capped", config).unwrap();
     q.send(&b"long job"[..]).unwrap();
-    let policy = LeasePolicy { min_margin: Duration::from_millis(20), max_total: None, ..LeasePolicy::default() };
+    let policy = LeasePolicy::default().min_margin(Duration::from_millis(20)).no_max_total();
     let keeper = LeaseKeeper::spawn(policy).unwrap();
     let delivery = q.receive(1).unwrap().remove(0);
     let received_at = delivery.received_at;

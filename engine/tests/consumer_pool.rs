@@ -15,12 +15,7 @@ fn queues(visibility: Duration) -> (Engine, Queue) {
     let q = engine
         .create_queue(
             "jobs",
-            QueueConfig {
-                visibility_timeout: visibility,
-                max_receives: Some(5),
-                dead_letter_queue: Some("jobs-dlq".into()),
-                ..QueueConfig::default()
-            },
+            QueueConfig::default().visibility_timeout(visibility).max_receives(5).dead_letter_queue("jobs-dlq"),
         )
         .unwrap();
     (engine, q)
@@ -105,7 +100,7 @@ fn graceful_shutdown_releases_unfinished_work_for_another_consumer_at_once() {
     let (seen, told) = (running.clone(), reasons.clone());
     let pool = Pool::builder(&q)
         .workers(2)
-        .policy(LeasePolicy { renew_after: 0.5, ..LeasePolicy::default() })
+        .policy(LeasePolicy::default().renew_after(0.5))
         .start(move |guard| {
             seen.fetch_add(1, Ordering::SeqCst);
             // Long work that watches its lease, and stops when told it is gone.
@@ -146,9 +141,7 @@ fn shutdown_without_a_time_limit_finishes_the_work() {
 fn permanent_without_a_dead_letter_queue_waits_a_lease_instead_of_spinning() {
     let engine = Engine::new();
     // No dead-letter queue and the default `Backoff::None`.
-    let q = engine
-        .create_queue("no-dlq", QueueConfig { visibility_timeout: Duration::from_secs(30), ..QueueConfig::default() })
-        .unwrap();
+    let q = engine.create_queue("no-dlq", QueueConfig::default().visibility_timeout(Duration::from_secs(30))).unwrap();
     let id = q.send(&b"can never succeed"[..]).unwrap();
     let pool = consumer::run(&q, 2, |_| Err(HandlerError::permanent("cannot parse"))).unwrap();
     wait_until("the answer applied", Duration::from_secs(10), || pool.stats().permanent_released == 1);
@@ -239,7 +232,7 @@ fn bad_pool_settings_are_typed_errors() {
     let handler = |_: &consumer::LeaseGuard| Ok(());
     assert_eq!(Pool::builder(&q).workers(0).start(handler).unwrap_err(), PoolError::InvalidWorkers { requested: 0 });
     assert!(matches!(
-        Pool::builder(&q).policy(LeasePolicy { renew_after: 5.0, ..LeasePolicy::default() }).start(handler),
+        Pool::builder(&q).policy(LeasePolicy::default().renew_after(5.0)).start(handler),
         Err(PoolError::InvalidPolicy(_))
     ));
     assert!(matches!(
@@ -267,7 +260,7 @@ fn pool_and_policy_errors_convert_into_leaseq_error() {
     q.send(b"job").unwrap();
     assert_eq!(serve(&q, 2, LeasePolicy::default()), Ok(1));
 
-    let bad_policy = LeasePolicy { renew_after: 2.0, ..LeasePolicy::default() };
+    let bad_policy = LeasePolicy::default().renew_after(2.0);
     let err = serve(&q, 2, bad_policy).unwrap_err();
     assert!(matches!(&err, leaseq::Error::Policy(e) if e.field == "renew_after"), "{err:?}");
     assert!(std::error::Error::source(&err).is_some());

@@ -50,16 +50,14 @@ fn drain(engine: &Engine, queue: &str) -> BTreeMap<u64, (Vec<u8>, u32)> {
 }
 
 fn jobs_config() -> QueueConfig {
-    QueueConfig {
-        visibility_timeout: Duration::from_secs(30),
-        max_receives: Some(5),
-        dead_letter_queue: Some("dlq".into()),
-        late_ack: LateAck::Reject,
-        backoff: Backoff::Fixed(Duration::from_secs(1)),
-        max_messages: 1000,
-        shards: Some(2),
-        ..QueueConfig::default()
-    }
+    QueueConfig::default()
+        .visibility_timeout(Duration::from_secs(30))
+        .max_receives(5)
+        .dead_letter_queue("dlq")
+        .late_ack(LateAck::Reject)
+        .backoff(Backoff::Fixed(Duration::from_secs(1)))
+        .max_messages(1000)
+        .shards(2)
 }
 
 #[test]
@@ -192,7 +190,7 @@ fn redrive_and_counts_survive_and_recreated_names_do_not_inherit() {
 #[test]
 fn a_message_at_the_retry_ceiling_moves_to_the_dead_letter_queue_at_open() {
     let dir = scratch("ceiling");
-    let config = QueueConfig { max_receives: Some(2), ..jobs_config() };
+    let config = jobs_config().max_receives(2);
     let id = {
         let engine = open(&dir);
         engine.create_queue("dlq", QueueConfig::default()).unwrap();
@@ -230,10 +228,10 @@ fn a_move_at_open_never_takes_the_room_of_the_dead_letter_queues_own_messages() 
     let open_here = |clock: &ManualClock| {
         Engine::builder().clock(clock.clone()).data_dir(&dir).segment_bytes(SEGMENT).open().expect("open")
     };
-    let jobs_config = QueueConfig { max_receives: Some(1), backoff: Backoff::None, ..jobs_config() };
+    let jobs_config = jobs_config().max_receives(1).backoff(Backoff::None);
     let poison = {
         let engine = open_here(&clock);
-        let dlq = engine.create_queue("dlq", QueueConfig { max_messages: 2, ..QueueConfig::default() }).unwrap();
+        let dlq = engine.create_queue("dlq", QueueConfig::default().max_messages(2)).unwrap();
         let jobs = engine.create_queue("jobs", jobs_config).unwrap();
         let poison = jobs.send(&b"poison"[..]).unwrap();
         dlq.send(&b"d1"[..]).unwrap();
@@ -437,9 +435,7 @@ fn a_full_disk_refuses_sends_and_keeps_serving() {
     {
         let engine =
             Engine::builder().clock(ManualClock::new()).data_dir(&data).segment_bytes(256 << 10).open().unwrap();
-        let q = engine
-            .create_queue("q", QueueConfig { max_messages: 1 << 20, max_payload: 4096, ..QueueConfig::default() })
-            .unwrap();
+        let q = engine.create_queue("q", QueueConfig::default().max_messages(1 << 20).max_payload(4096)).unwrap();
         let payload = vec![7u8; 2000];
         loop {
             match q.send(payload.clone()) {

@@ -55,14 +55,12 @@ fn open(dir: &Path, policy: SyncPolicy) -> Engine {
 
 fn config(name: &str) -> QueueConfig {
     match name {
-        "jobs" => QueueConfig {
-            visibility_timeout: Duration::from_millis(300),
-            max_receives: Some(4),
-            dead_letter_queue: Some("dlq".into()),
-            max_messages: 100_000,
-            ..QueueConfig::default()
-        },
-        _ => QueueConfig { max_messages: 100_000, ..QueueConfig::default() },
+        "jobs" => QueueConfig::default()
+            .visibility_timeout(Duration::from_millis(300))
+            .max_receives(4)
+            .dead_letter_queue("dlq")
+            .max_messages(100_000),
+        _ => QueueConfig::default().max_messages(100_000),
     }
 }
 

@@ -13,12 +13,8 @@ fn engine_with_ceiling_one() -> (ManualClock, Engine, leaseq::Queue, leaseq::Que
     let clock = ManualClock::new();
     let engine = Engine::builder().clock(clock.clone()).default_shards(1).build();
     let dlq = engine.create_queue("dlq", QueueConfig::default()).unwrap();
-    let config = QueueConfig {
-        max_receives: Some(1),
-        dead_letter_queue: Some("dlq".into()),
-        visibility_timeout: Duration::from_secs(10),
-        ..QueueConfig::default()
-    };
+    let config =
+        QueueConfig::default().max_receives(1).dead_letter_queue("dlq").visibility_timeout(Duration::from_secs(10));
     let jobs = engine.create_queue("jobs", config).unwrap();
     (clock, engine, jobs, dlq)
 }

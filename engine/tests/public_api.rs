@@ -116,7 +116,7 @@ fn a_guard_reports_its_lease_left_after_each_renewal() {
     use leaseq::consumer::{LeaseKeeper, LeasePolicy};
     let clock = ManualClock::new();
     let engine = Engine::builder().clock(clock.clone()).build();
-    let config = QueueConfig { visibility_timeout: Duration::from_secs(10), ..QueueConfig::default() };
+    let config = QueueConfig::default().visibility_timeout(Duration::from_secs(10));
     let q = engine.create_queue("jobs", config).unwrap();
     q.send(b"m").unwrap();
     let keeper = LeaseKeeper::manual(LeasePolicy::default()).unwrap();

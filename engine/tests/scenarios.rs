@@ -26,8 +26,7 @@ fn with_dlq(config: QueueConfig) -> (ManualClock, Engine, Queue, Queue) {
     let clock = ManualClock::new();
     let engine = Engine::builder().clock(clock.clone()).build();
     let dlq = engine.create_queue("jobs-dlq", QueueConfig::default()).unwrap();
-    let queue =
-        engine.create_queue("jobs", QueueConfig { dead_letter_queue: Some("jobs-dlq".into()), ..config }).unwrap();
+    let queue = engine.create_queue("jobs", config.dead_letter_queue("jobs-dlq")).unwrap();
     (clock, engine, queue, dlq)
 }
 
@@ -63,7 +62,7 @@ fn happy_path_t0_to_t4() {
 /// the end of time saturate instead of overflowing.
 #[test]
 fn huge_advances_saturate_and_a_long_passed_lease_is_redelivered() {
-    let config = QueueConfig { max_delay: secs(365 * 24 * 3600), ..QueueConfig::default() };
+    let config = QueueConfig::default().max_delay(secs(365 * 24 * 3600));
     let (clock, _engine, q) = setup(config);
     q.send(&b"job"[..]).unwrap();
     let first = one(&q);
@@ -153,12 +152,8 @@ fn extension_sets_now_plus_visibility_and_fails_after_the_deadline() {
 
 #[test]
 fn the_lease_cap_bounds_one_attempt() {
-    let (clock, _engine, q) = setup(QueueConfig {
-        visibility_timeout: secs(30),
-        max_visibility: secs(60),
-        max_lease: secs(100),
-        ..QueueConfig::default()
-    });
+    let (clock, _engine, q) =
+        setup(QueueConfig::default().visibility_timeout(secs(30)).max_visibility(secs(60)).max_lease(secs(100)));
     q.send(&b"x"[..]).unwrap();
     let d = one(&q);
     clock.advance(secs(25));
@@ -181,12 +176,8 @@ fn the_lease_cap_bounds_one_attempt() {
 /// the call is refused (nothing more to grant) and changes nothing.
 #[test]
 fn extend_up_to_cap_clamps_to_the_cap_then_refuses() {
-    let (clock, _engine, q) = setup(QueueConfig {
-        visibility_timeout: secs(30),
-        max_visibility: secs(60),
-        max_lease: secs(100),
-        ..QueueConfig::default()
-    });
+    let (clock, _engine, q) =
+        setup(QueueConfig::default().visibility_timeout(secs(30)).max_visibility(secs(60)).max_lease(secs(100)));
     q.send(&b"x"[..]).unwrap();
     clock.advance(secs(3));
     let d = one(&q);
@@ -238,13 +229,9 @@ fn release_with_delay_and_release_now() {
 fn a_dead_letter_queue_must_accept_every_payload_its_sources_can_hold() {
     let clock = ManualClock::new();
     let engine = Engine::builder().clock(clock.clone()).build();
-    engine.create_queue("small-dlq", QueueConfig { max_payload: 10, ..QueueConfig::default() }).unwrap();
-    let linked = |max_payload| QueueConfig {
-        max_payload,
-        max_receives: Some(1),
-        dead_letter_queue: Some("small-dlq".into()),
-        ..QueueConfig::default()
-    };
+    engine.create_queue("small-dlq", QueueConfig::default().max_payload(10)).unwrap();
+    let linked =
+        |max_payload| QueueConfig::default().max_payload(max_payload).max_receives(1).dead_letter_queue("small-dlq");
     match engine.create_queue("jobs", linked(1_000)) {
         Err(Error::InvalidConfig { field: "dead_letter_queue", reason }) => {
             assert!(reason.contains("10") && reason.contains("1000"), "the reason names both limits: {reason}")
@@ -267,7 +254,7 @@ fn redrive_leaves_messages_too_large_for_the_target_where_they_are() {
     let clock = ManualClock::new();
     let engine = Engine::builder().clock(clock.clone()).default_shards(1).build();
     let from = engine.create_queue("from", QueueConfig::default()).unwrap();
-    let to = engine.create_queue("to", QueueConfig { max_payload: 10, ..QueueConfig::default() }).unwrap();
+    let to = engine.create_queue("to", QueueConfig::default().max_payload(10)).unwrap();
     for size in [5, 1_000, 6, 5_000, 7] {
         from.send(vec![b'x'; size]).unwrap();
     }
@@ -283,7 +270,7 @@ fn redrive_leaves_messages_too_large_for_the_target_where_they_are() {
 
 #[test]
 fn poison_message_reaches_the_dead_letter_queue_with_its_record() {
-    let (clock, _engine, q, dlq) = with_dlq(QueueConfig { max_receives: Some(3), ..QueueConfig::default() });
+    let (clock, _engine, q, dlq) = with_dlq(QueueConfig::default().max_receives(3));
     let id = q.send(&b"malformed"[..]).unwrap();
     let first = one(&q);
     clock.advance(secs(30)); // attempt 1 expires
@@ -353,13 +340,8 @@ fn dead_letter_without_a_dead_letter_queue_is_refused_and_changes_nothing() {
 fn a_full_dead_letter_queue_keeps_the_message_on_its_queue() {
     let clock = ManualClock::new();
     let engine = Engine::builder().clock(clock.clone()).build();
-    engine.create_queue("dlq", QueueConfig { max_messages: 1, ..QueueConfig::default() }).unwrap();
-    let q = engine
-        .create_queue(
-            "jobs",
-            QueueConfig { max_receives: Some(1), dead_letter_queue: Some("dlq".into()), ..QueueConfig::default() },
-        )
-        .unwrap();
+    engine.create_queue("dlq", QueueConfig::default().max_messages(1)).unwrap();
+    let q = engine.create_queue("jobs", QueueConfig::default().max_receives(1).dead_letter_queue("dlq")).unwrap();
     q.send(&b"a"[..]).unwrap();
     q.send(&b"b"[..]).unwrap();
     let a = one(&q);
@@ -391,7 +373,7 @@ fn delayed_send_is_invisible_until_its_time() {
 #[test]
 fn backoff_delays_retries_after_expiry() {
     let backoff = Backoff::Exponential { base: secs(2), max: secs(10), jitter: false };
-    let (clock, _engine, q) = setup(QueueConfig { visibility_timeout: secs(1), backoff, ..QueueConfig::default() });
+    let (clock, _engine, q) = setup(QueueConfig::default().visibility_timeout(secs(1)).backoff(backoff));
     q.send(&b"flaky"[..]).unwrap();
     let mut expected_waits = vec![];
     for attempt in 1..=4u32 {
@@ -434,7 +416,7 @@ fn purge_removes_ready_delayed_and_in_flight() {
 
 #[test]
 fn capacity_and_size_limits_refuse_without_losing_anything() {
-    let (_clock, _engine, q) = setup(QueueConfig { max_messages: 3, max_payload: 8, ..QueueConfig::default() });
+    let (_clock, _engine, q) = setup(QueueConfig::default().max_messages(3).max_payload(8));
     for i in 0..3u8 {
         q.send(Bytes::from(vec![i])).unwrap();
     }
@@ -475,7 +457,7 @@ fn late_ack_is_accepted_if_not_redelivered_and_rejected_on_request() {
     q.ack(&d.receipt).unwrap();
     assert_eq!(q.stats().late_acks, 2);
 
-    let (clock, _engine, q) = setup(QueueConfig { late_ack: LateAck::Reject, ..QueueConfig::default() });
+    let (clock, _engine, q) = setup(QueueConfig::default().late_ack(LateAck::Reject));
     q.send(&b"x"[..]).unwrap();
     let d = one(&q);
     clock.advance(secs(30));
@@ -503,7 +485,7 @@ fn visibility_zero_and_per_call_override() {
 
 #[test]
 fn batches_receive_and_ack_per_receipt() {
-    let (_clock, _engine, q) = setup(QueueConfig { shards: Some(2), ..QueueConfig::default() });
+    let (_clock, _engine, q) = setup(QueueConfig::default().shards(2));
     let sent: Vec<_> = q.send_batch((0..25u8).map(|i| Bytes::from(vec![i]))).into_iter().map(Result::unwrap).collect();
     let got = q.receive(10).unwrap();
     assert_eq!(got.len(), 10);
@@ -528,7 +510,7 @@ fn batches_receive_and_ack_per_receipt() {
 /// `InvalidBatchSize`, one error per item, and changes nothing.
 #[test]
 fn every_batch_call_is_refused_whole_above_max_batch() {
-    let (_clock, _engine, q) = setup(QueueConfig { shards: Some(2), ..QueueConfig::default() });
+    let (_clock, _engine, q) = setup(QueueConfig::default().shards(2));
     let too_many = q.send_batch((0..MAX_BATCH + 1).map(|_| &b"x"[..]));
     assert_eq!(too_many.len(), MAX_BATCH + 1, "one result per payload");
     let refusal = Error::InvalidBatchSize { requested: MAX_BATCH + 1, max: MAX_BATCH };
@@ -561,14 +543,14 @@ fn bad_input_is_refused_with_typed_errors_and_changes_nothing() {
         Error::QueueAlreadyExists { name: "jobs".into() }
     );
     assert_eq!(engine.queue("nope").unwrap_err(), Error::QueueNotFound { name: "nope".into() });
-    let missing_dlq = QueueConfig { dead_letter_queue: Some("ghost".into()), ..QueueConfig::default() };
+    let missing_dlq = QueueConfig::default().dead_letter_queue("ghost");
     assert_eq!(
         engine.create_queue("other", missing_dlq).unwrap_err(),
         Error::DeadLetterQueueNotFound { name: "ghost".into() }
     );
-    let self_dlq = QueueConfig { dead_letter_queue: Some("loop".into()), ..QueueConfig::default() };
+    let self_dlq = QueueConfig::default().dead_letter_queue("loop");
     assert!(matches!(engine.create_queue("loop", self_dlq), Err(Error::DeadLetterCycle { .. })));
-    let bad_config = QueueConfig { max_messages: 0, ..QueueConfig::default() };
+    let bad_config = QueueConfig::default().max_messages(0);
     assert!(matches!(
         engine.create_queue("other", bad_config),
         Err(Error::InvalidConfig { field: "max_messages", .. })
@@ -629,7 +611,7 @@ fn delete_list_and_lookup() {
 /// several rounds of freeing and reuse.
 #[test]
 fn oldest_ready_age_comes_from_ready_messages_not_freed_slots() {
-    let (clock, _engine, q) = setup(QueueConfig { shards: Some(1), ..QueueConfig::default() });
+    let (clock, _engine, q) = setup(QueueConfig::default().shards(1));
     for round in 0..3u64 {
         for _ in 0..4 {
             q.send(&b"done"[..]).unwrap();
@@ -654,7 +636,7 @@ fn oldest_ready_age_comes_from_ready_messages_not_freed_slots() {
 
 #[test]
 fn stats_show_lease_pressure() {
-    let (clock, _engine, q) = setup(QueueConfig { visibility_timeout: secs(10), ..QueueConfig::default() });
+    let (clock, _engine, q) = setup(QueueConfig::default().visibility_timeout(secs(10)));
     for _ in 0..40 {
         q.send(&b"x"[..]).unwrap();
     }
@@ -686,4 +668,24 @@ fn an_engine_and_queue_are_send_sync_and_cheap_to_clone() {
     assert_send_sync::<Engine>();
     assert_send_sync::<Queue>();
     assert_send_sync::<Receipt>();
+}
+
+#[test]
+fn lowering_only_max_lease_caps_every_lease_at_it() {
+    // Issue 20, defect 7: `max_lease` alone used to be refused because the
+    // defaulted `max_visibility` (12 h) was above it.
+    let (_clock, _engine, q) = setup(QueueConfig::default().max_lease(secs(60)));
+    assert_eq!(q.config().max_lease, secs(60));
+    assert_eq!(q.config().max_visibility, secs(60), "the defaulted max_visibility follows the cap");
+    assert_eq!(q.config().visibility_timeout, secs(30), "30 s is within the cap");
+    q.send(b"job").unwrap();
+    let d = q.receive_with(1, ReceiveOptions::new().visibility(secs(60))).unwrap().remove(0);
+    assert!(matches!(q.extend(&d.receipt, secs(61)), Err(LeaseError::VisibilityTooLong { .. })));
+
+    // Both set and disagreeing: still a clear refusal, and nothing created.
+    let clock = ManualClock::new();
+    let engine = Engine::builder().clock(clock).build();
+    let both = QueueConfig::default().max_lease(secs(60)).max_visibility(secs(120));
+    assert!(matches!(engine.create_queue("both", both), Err(Error::InvalidConfig { field: "max_visibility", .. })));
+    assert!(engine.list_queues().is_empty());
 }

@@ -41,16 +41,14 @@ pub struct Fixture {
 /// The small config the models start from: `capacity` slots over `shards`
 /// shards, the model visibility, no backoff, on-time and late acks accepted.
 pub fn config(capacity: usize, shards: usize) -> QueueConfig {
-    QueueConfig {
-        visibility_timeout: VISIBILITY,
-        max_visibility: Duration::from_nanos(100),
-        max_lease: Duration::from_nanos(1_000),
-        max_delay: Duration::from_nanos(1_000),
-        max_messages: capacity,
-        max_payload: 16,
-        shards: Some(shards),
-        ..QueueConfig::default()
-    }
+    QueueConfig::default()
+        .visibility_timeout(VISIBILITY)
+        .max_visibility(Duration::from_nanos(100))
+        .max_lease(Duration::from_nanos(1_000))
+        .max_delay(Duration::from_nanos(1_000))
+        .max_messages(capacity)
+        .max_payload(16)
+        .shards(shards)
 }
 
 impl Fixture {

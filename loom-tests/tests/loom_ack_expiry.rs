@@ -13,7 +13,7 @@ use loom::thread;
 use loom_tests::{Bound, Fixture, LateAck, LeaseError, Outcomes, VISIBILITY, config, model, try_receive};
 
 fn ack_vs_expiry(late_ack: LateAck, seen: &Outcomes) {
-    let fixture = Fixture::new(leaseq::QueueConfig { late_ack, ..config(1, 1) });
+    let fixture = Fixture::new(config(1, 1).late_ack(late_ack));
     let id = fixture.send(b"m");
     let first = fixture.receive_one();
 
@@ -58,7 +58,7 @@ fn late_ack_vs_backoff_maturing() {
     static SEEN: Outcomes = Outcomes::new();
     model("ack_vs_expiry/late_ack_vs_backoff", Bound::Exhaustive, || {
         let backoff = std::time::Duration::from_nanos(5);
-        let fixture = Fixture::new(leaseq::QueueConfig { backoff: leaseq::Backoff::Fixed(backoff), ..config(1, 1) });
+        let fixture = Fixture::new(config(1, 1).backoff(leaseq::Backoff::Fixed(backoff)));
         let id = fixture.send(b"m");
         let first = fixture.receive_one();
         fixture.advance(VISIBILITY);

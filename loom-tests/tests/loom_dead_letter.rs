@@ -13,11 +13,7 @@ use loom_tests::{Bound, DeadLetterReason, Fixture, LeaseError, Outcomes, config,
 fn expiry_at_ceiling_vs_late_ack() {
     static SEEN: Outcomes = Outcomes::new();
     model("dead_letter/ceiling_vs_late_ack", Bound::Exhaustive, || {
-        let fixture = Fixture::new(leaseq::QueueConfig {
-            max_receives: Some(1),
-            dead_letter_queue: Some("dlq".into()),
-            ..config(1, 1)
-        });
+        let fixture = Fixture::new(config(1, 1).max_receives(1).dead_letter_queue("dlq"));
         let id = fixture.send(b"m");
         let d = fixture.receive_one();
 

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use leaseq::{MessageId, QueueConfig, ReceiveOptions};
+use leaseq::{MessageId, ReceiveOptions};
 use loom::thread;
 use loom_tests::{Bound, Fixture, Outcomes, VISIBILITY, config, model, try_receive};
 
@@ -87,12 +87,12 @@ fn an_old_entry_in_a_bucket_firing_while_the_slot_rearms_keeps_the_new_lease() {
     static SEEN: Outcomes = Outcomes::new();
     model("timers/rearm_vs_bucket_fire", Bound::Preemptions(3), || {
         let lease = Duration::from_millis(4);
-        let fixture = Fixture::new(QueueConfig {
-            visibility_timeout: lease,
-            max_visibility: Duration::from_millis(100),
-            max_lease: Duration::from_secs(1),
-            ..config(2, 1)
-        });
+        let fixture = Fixture::new(
+            config(2, 1)
+                .visibility_timeout(lease)
+                .max_visibility(Duration::from_millis(100))
+                .max_lease(Duration::from_secs(1)),
+        );
         fixture.send(b"a");
         fixture.send(b"c");
         let a = fixture.receive_one();

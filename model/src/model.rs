@@ -27,7 +27,7 @@ use leaseq::{
 
 use crate::message::{Message, State};
 use crate::stats::{Counters, ModelStats};
-use crate::validate::{Broken, config_rule_broken, name_is_valid};
+use crate::validate::{Broken, as_created, config_rule_broken, name_is_valid};
 
 mod restart;
 
@@ -280,6 +280,7 @@ impl Model {
         if !name_is_valid(name) {
             return Err(Error::InvalidQueueName { name: name.chars().take(100).collect(), reason: "" });
         }
+        let config = as_created(config);
         match config_rule_broken(&config) {
             Some(Broken::Field(field)) => return Err(Error::InvalidConfig { field, reason: String::new() }),
             Some(Broken::DeadLetterName(dlq)) => {

@@ -35,6 +35,21 @@ pub enum Broken {
     DeadLetterName(String),
 }
 
+/// The config a queue is created with. Rule 0, applied before the others: a
+/// `max_visibility` still at its default value is lowered to a smaller
+/// `max_lease`, then a `visibility_timeout` still at its default to that
+/// `max_visibility` (lowering only the cap means the cap).
+pub fn as_created(mut config: QueueConfig) -> QueueConfig {
+    let default = QueueConfig::default();
+    if config.max_visibility == default.max_visibility {
+        config.max_visibility = config.max_visibility.min(config.max_lease);
+    }
+    if config.visibility_timeout == default.visibility_timeout {
+        config.visibility_timeout = config.visibility_timeout.min(config.max_visibility);
+    }
+    config
+}
+
 /// The first rule `config` breaks, or `None` if it is valid.
 pub fn config_rule_broken(config: &QueueConfig) -> Option<Broken> {
     let field = |name| Some(Broken::Field(name));
@@ -75,6 +90,7 @@ pub fn config_rule_broken(config: &QueueConfig) -> Option<Broken> {
         Backoff::None => true,
         Backoff::Fixed(d) => d <= config.max_delay,
         Backoff::Exponential { base, max, .. } => !base.is_zero() && base <= max && max <= config.max_delay,
+        other => panic!("the model does not know backoff {other:?}"),
     };
     if !backoff_ok {
         return field("backoff");

@@ -45,7 +45,7 @@ fn leases_that_run_out_together_come_back_as_one_group() {
 #[test]
 fn a_queue_with_shards_promises_no_order() {
     let mut model = Model::new(1);
-    let q = model.create_queue("a", QueueConfig { shards: Some(3), ..QueueConfig::default() }).unwrap();
+    let q = model.create_queue("a", QueueConfig::default().shards(3)).unwrap();
     for n in 0..3 {
         model.send(q, Bytes::from_static(b"x"), Duration::ZERO, id(n)).unwrap();
     }

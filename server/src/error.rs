@@ -238,6 +238,9 @@ impl From<LeaseError> for SqsError {
             LeaseError::Storage { reason } => {
                 SqsError::new(ErrorCode::InternalFailure, format!("The server could not write its log: {reason}."))
             }
+            // The engine's errors are non-exhaustive: one added after this
+            // server was written is reported as the server's own failure.
+            other => SqsError::new(ErrorCode::InternalFailure, format!("The engine refused the call: {other}.")),
         }
     }
 }

@@ -172,13 +172,13 @@ impl Registry {
             return Ok(());
         }
         let settings = QueueSettings::new(now).with(attributes)?;
-        let config = QueueConfig {
-            visibility_timeout: Duration::from_secs(settings.visibility_timeout.into()),
-            dead_letter_queue: settings.redrive.as_ref().map(|r| r.dead_letter_queue.clone()),
-            max_receives: settings.redrive.as_ref().map(|r| r.max_receive_count),
-            max_payload: MAX_MESSAGE_SIZE as usize + ENVELOPE_ALLOWANCE,
-            ..QueueConfig::default()
-        };
+        let mut config = QueueConfig::default()
+            .visibility_timeout(Duration::from_secs(settings.visibility_timeout.into()))
+            .max_payload(MAX_MESSAGE_SIZE as usize + ENVELOPE_ALLOWANCE);
+        if let Some(redrive) = &settings.redrive {
+            config =
+                config.dead_letter_queue(redrive.dead_letter_queue.clone()).max_receives(redrive.max_receive_count);
+        }
         let queue = self.engine.create_queue(name, config)?;
         self.queues
             .write()

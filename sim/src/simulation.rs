@@ -109,15 +109,13 @@ pub fn simulate(scenario: &Scenario) -> Result<Report, String> {
     let queue = engine
         .create_queue(
             "sim",
-            QueueConfig {
-                visibility_timeout: scenario.policy.timeout(),
-                max_receives: Some(scenario.max_receives),
-                dead_letter_queue: Some("sim-dlq".into()),
-                backoff: scenario.backoff,
-                max_messages: 1 << 22,
-                shards: Some(1),
-                ..QueueConfig::default()
-            },
+            QueueConfig::default()
+                .visibility_timeout(scenario.policy.timeout())
+                .max_receives(scenario.max_receives)
+                .dead_letter_queue("sim-dlq")
+                .backoff(scenario.backoff)
+                .max_messages(1 << 22)
+                .shards(1),
         )
         .map_err(|e| e.to_string())?;
     let histogram = || Histogram::<u64>::new(3).expect("3 significant figures is valid");
@@ -378,7 +376,8 @@ impl Run<'_> {
                 }
                 Err(_) => self.stop_renewing(index),
             },
-            Decision::Stop { .. } | Decision::Lost(_) => self.stop_renewing(index),
+            // Stop, Lost, and any decision added later: renew no more.
+            _ => self.stop_renewing(index),
         }
     }
 

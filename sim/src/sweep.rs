@@ -19,12 +19,10 @@ use crate::simulation::simulate;
 pub fn renewing_policy(timeout: Duration) -> Policy {
     Policy::Renewing {
         timeout,
-        keeper: LeasePolicy {
-            renew_after: 0.5,
-            min_margin: Duration::from_secs(2),
-            max_total: Some(Duration::from_secs(4 * 3600)),
-            ..LeasePolicy::default()
-        },
+        keeper: LeasePolicy::default()
+            .renew_after(0.5)
+            .min_margin(Duration::from_secs(2))
+            .max_total(Duration::from_secs(4 * 3600)),
     }
 }
 

@@ -147,8 +147,7 @@ fn run(policy: Option<SyncPolicy>, dir: &Path, callers: usize, per_caller: usize
         Some(policy) => Engine::builder().data_dir(dir).sync(policy).open().unwrap(),
         None => Engine::new(),
     };
-    let config =
-        QueueConfig { max_messages: 1 << 22, visibility_timeout: Duration::from_secs(600), ..QueueConfig::default() };
+    let config = QueueConfig::default().max_messages(1 << 22).visibility_timeout(Duration::from_secs(600));
     let q = engine.create_queue("bench", config).unwrap();
     let stats_before = engine.log_stats().unwrap_or_default();
     let clients = (0..callers).map(|_| Box::new(LeaseqClient(q.clone())) as Box<dyn Client>).collect();
@@ -230,7 +229,7 @@ fn recovery(dir: &Path, messages: usize) -> (Duration, u64) {
     let _ = std::fs::remove_dir_all(dir);
     {
         let engine = Engine::builder().data_dir(dir).sync(SyncPolicy::Never).open().unwrap();
-        let config = QueueConfig { max_messages: messages.max(1), ..QueueConfig::default() };
+        let config = QueueConfig::default().max_messages(messages.max(1));
         let q = engine.create_queue("bench", config).unwrap();
         let mut left = messages;
         while left > 0 {
@@ -281,11 +280,7 @@ fn churn(dir: &Path, live: usize, cycles: usize) {
     let _ = std::fs::remove_dir_all(dir);
     let segment = 4u64 << 20;
     let engine = Engine::builder().data_dir(dir).sync(SyncPolicy::Never).segment_bytes(segment).open().unwrap();
-    let config = QueueConfig {
-        max_messages: live + 1024,
-        visibility_timeout: Duration::from_secs(600),
-        ..QueueConfig::default()
-    };
+    let config = QueueConfig::default().max_messages(live + 1024).visibility_timeout(Duration::from_secs(600));
     let q = engine.create_queue("churn", config).unwrap();
     let mut left = live;
     while left > 0 {

@@ -22,6 +22,7 @@ pub(crate) type LossCallback = Box<dyn FnOnce(&LossReason) + Send>;
 
 /// Where an attempt stands, as its keeper and guard see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LeaseStatus {
     /// Held and being renewed; runs to `deadline` unless renewed again.
     Held {

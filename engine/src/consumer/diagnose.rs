@@ -38,6 +38,7 @@ const P99_SHARE: f64 = 0.9;
 
 /// The overall answer of [`Queue::diagnose`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Verdict {
     /// No redeliveries, no late calls, no poison messages.
     Healthy,
@@ -55,6 +56,7 @@ pub enum Verdict {
 
 /// Evidence that the visibility timeout is too short.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TimeoutEvidence {
     /// Acks accepted after the deadline.
     pub late_acks: u64,
@@ -74,6 +76,7 @@ pub struct TimeoutEvidence {
 /// A message that reached the retry ceiling with no worker ever calling back
 /// after losing its lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoisonMessage {
     /// Its id (stable; find it on the dead-letter queue).
     pub id: MessageId,
@@ -88,6 +91,7 @@ pub struct PoisonMessage {
 /// The structured result of [`Queue::diagnose`]; `Display` prints the
 /// human-readable summary.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Diagnosis {
     /// The queue diagnosed.
     pub queue: String,

@@ -53,7 +53,7 @@ impl Drop for KeeperInner {
 ///
 /// let clock = ManualClock::new();
 /// let engine = Engine::builder().clock(clock.clone()).build();
-/// let q = engine.create_queue("jobs", QueueConfig { visibility_timeout: Duration::from_secs(10), ..Default::default() })?;
+/// let q = engine.create_queue("jobs", QueueConfig::default().visibility_timeout(Duration::from_secs(10)))?;
 /// q.send(b"job")?;
 /// let keeper = LeaseKeeper::manual(LeasePolicy::default())?;
 /// let guard = keeper.keep(&q, q.receive(1)?.remove(0))?;
@@ -356,15 +356,13 @@ mod tests {
     fn setup() -> (ManualClock, Queue) {
         let clock = ManualClock::new();
         let engine = Engine::builder().clock(clock.clone()).build();
-        let q = engine
-            .create_queue("jobs", QueueConfig { visibility_timeout: VIS, shards: Some(1), ..QueueConfig::default() })
-            .unwrap();
+        let q = engine.create_queue("jobs", QueueConfig::default().visibility_timeout(VIS).shards(1)).unwrap();
         q.send(b"job").unwrap();
         (clock, q)
     }
 
     fn policy() -> LeasePolicy {
-        LeasePolicy { min_margin: Duration::from_secs(1), ..LeasePolicy::default() }
+        LeasePolicy::default().min_margin(Duration::from_secs(1))
     }
 
     /// Advances the clock in `step`s for `total`, ticking the keeper after each.
@@ -396,7 +394,7 @@ mod tests {
     fn event_driven_ticks_at_next_due_renew_exactly_when_due() {
         // How a simulator drives the keeper: jump the clock to `next_due`, tick.
         let (clock, q) = setup();
-        let keeper = LeaseKeeper::manual(LeasePolicy { max_total: Some(Duration::from_secs(32)), ..policy() }).unwrap();
+        let keeper = LeaseKeeper::manual(policy().max_total(Duration::from_secs(32))).unwrap();
         let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0)).unwrap();
         let first = keeper.tick(q.now());
         assert_eq!(first, Tick { renewed: 0, stopped: 0, lost: 0, kept: 1, next_due: Some(Nanos(5_000_000_000)) });
@@ -446,7 +444,7 @@ mod tests {
     fn a_silent_worker_stops_being_renewed_and_its_message_comes_back() {
         let (clock, q) = setup();
         let heartbeat = Duration::from_secs(8);
-        let keeper = LeaseKeeper::manual(LeasePolicy { heartbeat: Some(heartbeat), ..policy() }).unwrap();
+        let keeper = LeaseKeeper::manual(policy().heartbeat(heartbeat)).unwrap();
         let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0)).unwrap();
         // Progress every 2 s for 20 s: renewed throughout.
         for _ in 0..10 {
@@ -507,7 +505,7 @@ mod tests {
     fn the_cap_ends_renewal_at_the_cap() {
         let (clock, q) = setup();
         let cap = Duration::from_secs(25);
-        let keeper = LeaseKeeper::manual(LeasePolicy { max_total: Some(cap), ..policy() }).unwrap();
+        let keeper = LeaseKeeper::manual(policy().max_total(cap)).unwrap();
         let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0)).unwrap();
         run_for(&clock, &keeper, &q, Duration::from_secs(24), Duration::from_secs(1));
         assert_eq!(
@@ -522,7 +520,7 @@ mod tests {
     #[test]
     fn renewal_limit() {
         let (clock, q) = setup();
-        let keeper = LeaseKeeper::manual(LeasePolicy { max_renewals: Some(2), ..policy() }).unwrap();
+        let keeper = LeaseKeeper::manual(policy().max_renewals(2)).unwrap();
         let guard = keeper.keep(&q, q.receive(1).unwrap().remove(0)).unwrap();
         run_for(&clock, &keeper, &q, Duration::from_secs(30), Duration::from_secs(1));
         assert_eq!(guard.lost(), Some(LossReason::RenewalLimit { renewals: 2 }));
@@ -566,7 +564,7 @@ mod tests {
     fn a_delivery_handed_in_with_another_queue_is_refused_and_handed_back() {
         let clock = ManualClock::new();
         let engine = Engine::builder().clock(clock.clone()).build();
-        let q = engine.create_queue("jobs", QueueConfig { visibility_timeout: VIS, ..QueueConfig::default() }).unwrap();
+        let q = engine.create_queue("jobs", QueueConfig::default().visibility_timeout(VIS)).unwrap();
         let sibling = engine.create_queue("other", QueueConfig::default()).unwrap();
         let foreign =
             Engine::builder().clock(clock.clone()).build().create_queue("jobs", QueueConfig::default()).unwrap();
@@ -593,7 +591,7 @@ mod tests {
 
     #[test]
     fn an_invalid_policy_is_refused() {
-        let err = LeaseKeeper::manual(LeasePolicy { renew_after: 2.0, ..policy() }).unwrap_err();
+        let err = LeaseKeeper::manual(policy().renew_after(2.0)).unwrap_err();
         assert_eq!(err.field, "renew_after");
     }
 }

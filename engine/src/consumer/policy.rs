@@ -30,6 +30,7 @@ use crate::error::LeaseError;
 
 /// What dropping an unfinished [`LeaseGuard`](super::LeaseGuard) does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum DropAction {
     /// Release the message at once (no delay): another consumer can take it
     /// without waiting out the lease. The default.
@@ -43,6 +44,7 @@ pub enum DropAction {
 
 /// How a [`LeaseKeeper`](super::LeaseKeeper) holds leases.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct LeasePolicy {
     /// Fraction of the current grant after which renewal is due, in (0, 1).
     /// Default 0.5.
@@ -81,6 +83,68 @@ impl Default for LeasePolicy {
     }
 }
 
+/// Chainable setters, one per field (the struct is `#[non_exhaustive]`). A
+/// setter of an optional field takes the value and sets `Some`; assign the
+/// field to clear it.
+impl LeasePolicy {
+    /// Sets [`renew_after`](Self::renew_after).
+    #[must_use = "a setter returns the changed policy"]
+    pub fn renew_after(mut self, fraction: f64) -> Self {
+        self.renew_after = fraction;
+        self
+    }
+
+    /// Sets [`min_margin`](Self::min_margin).
+    #[must_use = "a setter returns the changed policy"]
+    pub fn min_margin(mut self, margin: Duration) -> Self {
+        self.min_margin = margin;
+        self
+    }
+
+    /// Sets [`extend_by`](Self::extend_by) to `Some(visibility)`.
+    #[must_use = "a setter returns the changed policy"]
+    pub fn extend_by(mut self, visibility: Duration) -> Self {
+        self.extend_by = Some(visibility);
+        self
+    }
+
+    /// Sets [`max_total`](Self::max_total) to `Some(total)`.
+    #[must_use = "a setter returns the changed policy"]
+    pub fn max_total(mut self, total: Duration) -> Self {
+        self.max_total = Some(total);
+        self
+    }
+
+    /// Clears [`max_total`](Self::max_total): only the queue's `max_lease`
+    /// bounds the lease.
+    #[must_use = "a setter returns the changed policy"]
+    pub fn no_max_total(mut self) -> Self {
+        self.max_total = None;
+        self
+    }
+
+    /// Sets [`max_renewals`](Self::max_renewals) to `Some(renewals)`.
+    #[must_use = "a setter returns the changed policy"]
+    pub fn max_renewals(mut self, renewals: u32) -> Self {
+        self.max_renewals = Some(renewals);
+        self
+    }
+
+    /// Sets [`heartbeat`](Self::heartbeat) to `Some(within)`.
+    #[must_use = "a setter returns the changed policy"]
+    pub fn heartbeat(mut self, within: Duration) -> Self {
+        self.heartbeat = Some(within);
+        self
+    }
+
+    /// Sets [`on_drop`](Self::on_drop).
+    #[must_use = "a setter returns the changed policy"]
+    pub fn on_drop(mut self, action: DropAction) -> Self {
+        self.on_drop = action;
+        self
+    }
+}
+
 /// A policy field out of range.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyError {
@@ -100,6 +164,7 @@ impl std::error::Error for PolicyError {}
 
 /// Why a lease is no longer held, or why the keeper stopped renewing it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LossReason {
     /// The queue refused a renewal: `Stale` (the message was delivered again,
     /// finished or purged since), `Expired` (the renewal came too late), or
@@ -198,6 +263,7 @@ impl LeaseState {
 
 /// The policy's answer for one lease at one instant.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Decision {
     /// Nothing to do before `until` (when renewal falls due).
     Wait {
@@ -319,19 +385,19 @@ mod tests {
     }
 
     fn policy() -> LeasePolicy {
-        LeasePolicy { min_margin: Duration::from_millis(10), ..LeasePolicy::default() }
+        LeasePolicy::default().min_margin(Duration::from_millis(10))
     }
 
     #[test]
     fn renews_at_the_fraction_with_slack_never_at_the_deadline() {
-        let p = LeasePolicy { renew_after: 2.0 / 3.0, ..policy() };
+        let p = policy().renew_after(2.0 / 3.0);
         let l = lease(300);
         assert_eq!(p.decide(&l, Nanos(199 * MS)), Decision::Wait { until: Nanos(200 * MS) });
         assert_eq!(p.decide(&l, Nanos(200 * MS)), Decision::Renew { visibility: Duration::from_millis(300) });
         // A large margin pulls the renewal earlier, but never below half the grant.
-        let p = LeasePolicy { min_margin: Duration::from_millis(250), ..p };
+        let p = p.min_margin(Duration::from_millis(250));
         assert_eq!(p.decide(&l, Nanos(0)), Decision::Wait { until: Nanos(150 * MS) });
-        let p = LeasePolicy { min_margin: Duration::from_millis(120), ..p };
+        let p = p.min_margin(Duration::from_millis(120));
         assert_eq!(p.decide(&l, Nanos(0)), Decision::Wait { until: Nanos(180 * MS) });
     }
 
@@ -349,13 +415,13 @@ mod tests {
         let p = policy();
         let l = lease(100);
         assert_eq!(p.decide(&l, Nanos(100 * MS)), Decision::Lost(LossReason::Expired));
-        let p = LeasePolicy { max_renewals: Some(0), ..p };
+        let p = p.max_renewals(0);
         assert_eq!(p.decide(&l, Nanos(150 * MS)), Decision::Lost(LossReason::RenewalLimit { renewals: 0 }));
     }
 
     #[test]
     fn renewal_limit_stops_renewing() {
-        let p = LeasePolicy { max_renewals: Some(2), ..policy() };
+        let p = policy().max_renewals(2);
         let mut l = lease(100);
         l.renewals = 2;
         assert_eq!(
@@ -366,7 +432,7 @@ mod tests {
 
     #[test]
     fn missing_heartbeat_stops_renewing_and_progress_resumes_it() {
-        let p = LeasePolicy { heartbeat: Some(Duration::from_millis(40)), ..policy() };
+        let p = policy().heartbeat(Duration::from_millis(40));
         let mut l = lease(100);
         assert_eq!(
             p.decide(&l, Nanos(50 * MS)),
@@ -381,7 +447,7 @@ mod tests {
 
     #[test]
     fn the_cap_shortens_the_last_renewal_then_stops() {
-        let p = LeasePolicy { max_total: Some(Duration::from_millis(250)), ..policy() };
+        let p = policy().max_total(Duration::from_millis(250));
         let mut l = lease(100);
         l.renewed(Nanos(300 * MS), Duration::from_millis(100));
         // Due at 250 ms: exactly the cap, nothing to gain.
@@ -406,19 +472,19 @@ mod tests {
 
     #[test]
     fn extend_by_overrides_the_first_grant() {
-        let p = LeasePolicy { extend_by: Some(Duration::from_millis(500)), ..policy() };
+        let p = policy().extend_by(Duration::from_millis(500));
         assert_eq!(p.decide(&lease(100), Nanos(50 * MS)), Decision::Renew { visibility: Duration::from_millis(500) });
     }
 
     #[test]
     fn validate_names_the_field() {
         let bad = [
-            (LeasePolicy { renew_after: 0.0, ..policy() }, "renew_after"),
-            (LeasePolicy { renew_after: 1.0, ..policy() }, "renew_after"),
-            (LeasePolicy { renew_after: f64::NAN, ..policy() }, "renew_after"),
-            (LeasePolicy { extend_by: Some(Duration::ZERO), ..policy() }, "extend_by"),
-            (LeasePolicy { max_total: Some(Duration::ZERO), ..policy() }, "max_total"),
-            (LeasePolicy { heartbeat: Some(Duration::ZERO), ..policy() }, "heartbeat"),
+            (policy().renew_after(0.0), "renew_after"),
+            (policy().renew_after(1.0), "renew_after"),
+            (policy().renew_after(f64::NAN), "renew_after"),
+            (policy().extend_by(Duration::ZERO), "extend_by"),
+            (policy().max_total(Duration::ZERO), "max_total"),
+            (policy().heartbeat(Duration::ZERO), "heartbeat"),
         ];
         for (p, field) in bad {
             assert_eq!(p.validate().unwrap_err().field, field);

@@ -60,6 +60,7 @@ pub enum Repair {
 
 /// Damaged bytes that recovery skipped under `Repair::SkipDamaged`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DamagedRange {
     /// The segment file.
     pub file: PathBuf,

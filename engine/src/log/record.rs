@@ -485,14 +485,12 @@ mod tests {
     }
 
     pub(crate) fn every_kind() -> Vec<Entry> {
-        let config = QueueConfig {
-            max_receives: Some(4),
-            dead_letter_queue: Some("dlq".into()),
-            late_ack: LateAck::Reject,
-            backoff: Backoff::Exponential { base: Duration::from_millis(5), max: Duration::from_secs(2), jitter: true },
-            shards: Some(3),
-            ..QueueConfig::default()
-        };
+        let config = QueueConfig::default()
+            .max_receives(4)
+            .dead_letter_queue("dlq")
+            .late_ack(LateAck::Reject)
+            .backoff(Backoff::Exponential { base: Duration::from_millis(5), max: Duration::from_secs(2), jitter: true })
+            .shards(3);
         vec![
             Entry::Op(Record::QueueCreated { queue: 7, name: "jobs".into(), config }),
             Entry::Op(Record::QueueCreated { queue: 8, name: "plain".into(), config: QueueConfig::default() }),

@@ -12,7 +12,9 @@ use arbitrary::Arbitrary;
 
 use super::run::error_key;
 use crate::Model;
-use crate::validate::{CAPACITY_LIMIT, PAYLOAD_LIMIT, SHARD_LIMIT, YEAR, config_rule_broken, name_is_valid};
+use crate::validate::{
+    CAPACITY_LIMIT, PAYLOAD_LIMIT, SHARD_LIMIT, YEAR, as_created, config_rule_broken, name_is_valid,
+};
 
 /// A duration, often near a limit.
 #[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
@@ -114,25 +116,25 @@ pub struct ConfigInput {
 impl ConfigInput {
     /// The config.
     pub fn config(&self) -> QueueConfig {
-        QueueConfig {
-            visibility_timeout: self.visibility_timeout.duration(),
-            max_visibility: self.max_visibility.duration(),
-            max_lease: self.max_lease.duration(),
-            max_delay: self.max_delay.duration(),
-            max_receives: self.max_receives,
-            dead_letter_queue: self.dead_letter_queue.clone(),
-            late_ack: if self.reject_late_acks { LateAck::Reject } else { LateAck::AcceptIfNotRedelivered },
-            backoff: match self.backoff {
-                BackoffInput::None => Backoff::None,
-                BackoffInput::Fixed(d) => Backoff::Fixed(d.duration()),
-                BackoffInput::Exponential(base, max, jitter) => {
-                    Backoff::Exponential { base: base.duration(), max: max.duration(), jitter }
-                }
-            },
-            max_messages: self.max_messages.count(CAPACITY_LIMIT),
-            max_payload: self.max_payload.count(PAYLOAD_LIMIT),
-            shards: self.shards.map(|s| s.count(SHARD_LIMIT)),
-        }
+        let mut config = QueueConfig::default();
+        config.visibility_timeout = self.visibility_timeout.duration();
+        config.max_visibility = self.max_visibility.duration();
+        config.max_lease = self.max_lease.duration();
+        config.max_delay = self.max_delay.duration();
+        config.max_receives = self.max_receives;
+        config.dead_letter_queue = self.dead_letter_queue.clone();
+        config.late_ack = if self.reject_late_acks { LateAck::Reject } else { LateAck::AcceptIfNotRedelivered };
+        config.backoff = match self.backoff {
+            BackoffInput::None => Backoff::None,
+            BackoffInput::Fixed(d) => Backoff::Fixed(d.duration()),
+            BackoffInput::Exponential(base, max, jitter) => {
+                Backoff::Exponential { base: base.duration(), max: max.duration(), jitter }
+            }
+        };
+        config.max_messages = self.max_messages.count(CAPACITY_LIMIT);
+        config.max_payload = self.max_payload.count(PAYLOAD_LIMIT);
+        config.shards = self.shards.map(|s| s.count(SHARD_LIMIT));
+        config
     }
 }
 
@@ -171,7 +173,7 @@ pub fn check(input: &ConfigInput) -> Result<(), String> {
             }
         }
         (Ok(queue), Ok(_)) => {
-            if !name_is_valid(name) || queue.config() != &config {
+            if !name_is_valid(name) || queue.config() != &as_created(config.clone()) {
                 return Err(format!("created {name:?} with {:?}, asked for {config:?}", queue.config()));
             }
             if engine.queue(name).map(|q| q.name().to_string()).ok().as_deref() != Some(name) {

@@ -124,25 +124,25 @@ impl ConfigSpec {
     fn raw_config(&self) -> QueueConfig {
         let d = QueueConfig::default();
         let span = |s: Option<Span>, default| s.map_or(default, Span::duration);
-        QueueConfig {
-            visibility_timeout: span(self.visibility, d.visibility_timeout),
-            max_visibility: span(self.max_visibility, d.max_visibility),
-            max_lease: span(self.max_lease, d.max_lease),
-            max_delay: span(self.max_delay, d.max_delay),
-            max_receives: self.max_receives.map(u32::from),
-            dead_letter_queue: self.dead_letter_queue.map(|n| n.name().to_string()),
-            late_ack: if self.reject_late_acks { LateAck::Reject } else { LateAck::AcceptIfNotRedelivered },
-            backoff: match self.backoff {
-                BackoffSpec::None => Backoff::None,
-                BackoffSpec::Fixed(s) => Backoff::Fixed(s.duration()),
-                BackoffSpec::Exponential { base, max, jitter } => {
-                    Backoff::Exponential { base: base.duration(), max: max.duration(), jitter }
-                }
-            },
-            max_messages: self.max_messages.map_or(d.max_messages, usize::from),
-            max_payload: self.max_payload.map_or(d.max_payload, usize::from),
-            shards: self.shards.map(|n| if n == 255 { 257 } else { usize::from(n % 5) }),
-        }
+        let mut c = d.clone();
+        c.visibility_timeout = span(self.visibility, d.visibility_timeout);
+        c.max_visibility = span(self.max_visibility, d.max_visibility);
+        c.max_lease = span(self.max_lease, d.max_lease);
+        c.max_delay = span(self.max_delay, d.max_delay);
+        c.max_receives = self.max_receives.map(u32::from);
+        c.dead_letter_queue = self.dead_letter_queue.map(|n| n.name().to_string());
+        c.late_ack = if self.reject_late_acks { LateAck::Reject } else { LateAck::AcceptIfNotRedelivered };
+        c.backoff = match self.backoff {
+            BackoffSpec::None => Backoff::None,
+            BackoffSpec::Fixed(s) => Backoff::Fixed(s.duration()),
+            BackoffSpec::Exponential { base, max, jitter } => {
+                Backoff::Exponential { base: base.duration(), max: max.duration(), jitter }
+            }
+        };
+        c.max_messages = self.max_messages.map_or(d.max_messages, usize::from);
+        c.max_payload = self.max_payload.map_or(d.max_payload, usize::from);
+        c.shards = self.shards.map(|n| if n == 255 { 257 } else { usize::from(n % 5) });
+        c
     }
 }
 
@@ -172,6 +172,7 @@ fn tidy(mut c: QueueConfig) -> QueueConfig {
                 Backoff::Exponential { base, max: max.clamp(base, c.max_delay), jitter }
             }
         }
+        other => panic!("the fuzz model does not know backoff {other:?}"),
     };
     c.max_messages = c.max_messages.max(1);
     c.max_payload = c.max_payload.max(1);

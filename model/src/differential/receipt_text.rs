@@ -88,7 +88,7 @@ pub fn check(input: &ReceiptInput) -> Result<(), String> {
     let clock = ManualClock::new();
     let engine = Engine::builder().clock(clock.clone()).default_shards(1).build();
     let dlq = engine.create_queue("dlq", QueueConfig::default()).map_err(|e| e.to_string())?;
-    let config = QueueConfig { shards: Some(2), dead_letter_queue: Some("dlq".into()), ..QueueConfig::default() };
+    let config = QueueConfig::default().shards(2).dead_letter_queue("dlq");
     let queue = engine.create_queue("q", config).map_err(|e| e.to_string())?;
     for k in 0..4u8 {
         queue.send(vec![k]).map_err(|e| e.to_string())?;
