@@ -327,11 +327,31 @@ impl LateCalls {
 
 const NIL: u32 = u32::MAX;
 
+/// Pages per chunk of the page table: a chunk covers 2^19 slots, so even a
+/// shard at `MAX_CAPACITY` needs only 4,096 chunk entries up front.
+const CHUNK_PAGES: usize = 1024;
+
+/// One chunk of page-table entries: up to `CHUNK_PAGES` pages, each created
+/// on first use.
+type Chunk = Box<[OnceLock<Box<[Slot]>>]>;
+
 /// A shard's slots: a page table, a bump counter for never-used slots and the
 /// free list of used ones.
+///
+/// Memory follows the slots in use, not the capacity. The page table has two
+/// parts: the entries of the first `CHUNK_PAGES` pages (2^19 slots, enough
+/// for most shards) exist up front, at most 24 KiB, and are one lookup away;
+/// the pages beyond are reached through a table of chunks (24 bytes per 2^19
+/// slots of capacity) whose entries are created when the bump counter first
+/// reaches them. Each page's slots are created on first use either way.
 #[derive(Debug)]
 pub(crate) struct Slab {
-    pages: Box<[OnceLock<Box<[Slot]>>]>,
+    /// Entries of pages `0..CHUNK_PAGES` (fewer for a small capacity).
+    near: Chunk,
+    /// Chunks of the pages from `CHUNK_PAGES` on.
+    far: Box<[OnceLock<Chunk>]>,
+    /// Pages the capacity needs (the last chunk holds the remainder).
+    page_count: usize,
     capacity: u32,
     /// Slots handed out at least once; indices below it exist.
     allocated: AtomicU32,
@@ -345,9 +365,12 @@ pub(crate) struct Slab {
 impl Slab {
     pub(crate) fn new(capacity: u32) -> Self {
         let page_count = (capacity as usize).div_ceil(PAGE_SLOTS);
-        let pages: Box<[OnceLock<Box<[Slot]>>]> = (0..page_count).map(|_| OnceLock::new()).collect();
+        let near = (0..page_count.min(CHUNK_PAGES)).map(|_| OnceLock::new()).collect();
+        let far = (0..page_count.saturating_sub(CHUNK_PAGES).div_ceil(CHUNK_PAGES)).map(|_| OnceLock::new()).collect();
         let slab = Slab {
-            pages,
+            near,
+            far,
+            page_count,
             capacity,
             allocated: AtomicU32::new(0),
             free_head: AtomicU64::new(u64::from(NIL)),
@@ -363,7 +386,17 @@ impl Slab {
     }
 
     fn page(&self, page: usize) -> &[Slot] {
-        self.pages[page].get_or_init(|| {
+        let entry = if page < CHUNK_PAGES {
+            &self.near[page]
+        } else {
+            let chunk = (page - CHUNK_PAGES) / CHUNK_PAGES;
+            let entries = self.far[chunk].get_or_init(|| {
+                let pages = CHUNK_PAGES.min(self.page_count - (chunk + 1) * CHUNK_PAGES);
+                (0..pages).map(|_| OnceLock::new()).collect()
+            });
+            &entries[page % CHUNK_PAGES]
+        };
+        entry.get_or_init(|| {
             let _serial = lock(&self.grow);
             (0..PAGE_SLOTS).map(|_| Slot::new()).collect()
         })
@@ -378,8 +411,13 @@ impl Slab {
             return None;
         }
         let index = index as usize;
-        let page = self.pages.get(index / PAGE_SLOTS)?.get()?;
-        page.get(index % PAGE_SLOTS)
+        let page = index / PAGE_SLOTS;
+        let entry = if page < CHUNK_PAGES {
+            self.near.get(page)?
+        } else {
+            self.far.get(page / CHUNK_PAGES - 1)?.get()?.get(page % CHUNK_PAGES)?
+        };
+        entry.get()?.get(index % PAGE_SLOTS)
     }
 
     /// Slots ever allocated (for scans).
@@ -528,6 +566,36 @@ mod tests {
             assert_eq!(slab.allocate().unwrap().0, expected);
         }
         assert!(slab.allocate().is_none());
+    }
+
+    #[test]
+    fn slots_past_a_chunk_boundary_are_distinct_and_found_again() {
+        let capacity = (CHUNK_PAGES * PAGE_SLOTS + PAGE_SLOTS + 3) as u32;
+        let slab = Slab::new(capacity);
+        let mut addresses = Vec::with_capacity(capacity as usize);
+        for expected in 0..capacity {
+            let (index, slot) = slab.allocate().unwrap();
+            assert_eq!(index, expected);
+            addresses.push(slot as *const Slot);
+        }
+        assert!(slab.allocate().is_none(), "capacity is exact across chunks");
+        for (index, &address) in addresses.iter().enumerate() {
+            assert!(std::ptr::eq(slab.get(index as u32).unwrap(), address), "slot {index} moved");
+        }
+        let distinct: std::collections::HashSet<_> = addresses.iter().collect();
+        assert_eq!(distinct.len(), addresses.len());
+    }
+
+    #[test]
+    fn an_unused_slab_holds_only_its_chunk_table() {
+        let slab = Slab::new(u32::MAX);
+        assert_eq!(slab.near.len(), CHUNK_PAGES);
+        assert_eq!(slab.far.len(), (u32::MAX as usize).div_ceil(PAGE_SLOTS * CHUNK_PAGES) - 1);
+        assert!(slab.far.iter().all(|chunk| chunk.get().is_none()));
+        assert!(slab.near.iter().all(|page| page.get().is_none()));
+        slab.allocate().unwrap();
+        assert_eq!(slab.near.iter().filter(|page| page.get().is_some()).count(), 1);
+        assert!(slab.far.iter().all(|chunk| chunk.get().is_none()));
     }
 
     #[test]
