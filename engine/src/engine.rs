@@ -362,6 +362,10 @@ impl Engine {
     }
 
     /// The queue named `name`.
+    ///
+    /// # Errors
+    ///
+    /// `QueueNotFound` when no queue has that name.
     pub fn queue(&self, name: &str) -> Result<Queue, Error> {
         match self.inner.queues.get(name) {
             Some(core) => Ok(Queue { core: core.value().clone(), _engine: self.inner.clone() }),
@@ -379,6 +383,11 @@ impl Engine {
 
     /// Deletes a queue and its messages. Refused while another queue uses it
     /// as its dead-letter queue. Existing handles then return `QueueDeleted`.
+    ///
+    /// # Errors
+    ///
+    /// `QueueNotFound`, `QueueInUse` (another queue still sends its
+    /// failures here), and on a durable engine `Storage`.
     pub fn delete_queue(&self, name: &str) -> Result<(), Error> {
         let _serial = lock(&self.inner.registry);
         let Some(core) = self.inner.queues.get(name).map(|q| q.value().clone()) else {
@@ -415,6 +424,12 @@ impl Engine {
     /// stops early, losing nothing, when `to` is full. A message above `to`'s
     /// `max_payload` is not moved: it stays ready on `from`, behind the
     /// others, and counts in `from`'s `QueueStats::redrive_too_large`.
+    ///
+    /// # Errors
+    ///
+    /// `QueueNotFound` for either name, `InvalidConfig` when `from` and `to` are
+    /// the same queue, and on a durable engine `Storage` (the messages moved before
+    /// the failure stay moved).
     pub fn redrive(&self, from: &str, to: &str, max: usize) -> Result<usize, Error> {
         let from = self.queue(from)?;
         let to = self.queue(to)?;
@@ -428,6 +443,10 @@ impl Engine {
     /// Waits until every record handed to the log before this call is on
     /// disk, whatever the sync policy (a no-op for an in-memory engine). An
     /// error means some record could not be written.
+    ///
+    /// # Errors
+    ///
+    /// `Storage` when a record could not be written.
     pub fn flush(&self) -> Result<(), Error> {
         match &self.inner.shared.journal {
             Some(journal) => journal.flush().map_err(|failure| Error::storage(failure, None)),

@@ -50,6 +50,7 @@
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::missing_errors_doc)]
 
 mod backoff;
 mod clock;

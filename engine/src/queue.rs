@@ -290,12 +290,23 @@ impl Queue {
 
     /// Receives up to `max` messages (1..=`MAX_BATCH`) with the queue's
     /// default visibility, without waiting.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidBatchSize` unless `max` is in 1..=`MAX_BATCH`, `QueueDeleted`, and
+    /// on a durable engine `Storage` when the delivery-count record could not be
+    /// written under `SyncPolicy::Always`.
     pub fn receive(&self, max: usize) -> Result<Vec<Delivery>, Error> {
         self.receive_with(max, ReceiveOptions::default())
     }
 
     /// Receives up to `max` messages; with `options.wait`, blocks the calling
     /// thread up to that long (engine clock) for at least one.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::receive`], and `VisibilityTooLong` for a visibility over the
+    /// queue's `max_visibility`.
     pub fn receive_with(&self, max: usize, options: ReceiveOptions) -> Result<Vec<Delivery>, Error> {
         let mut out = Vec::new();
         self.receive_into(max, options, &mut out)?;
@@ -305,6 +316,10 @@ impl Queue {
     /// Like `receive_with`, appending the deliveries to `out` (which it does
     /// not clear) and returning how many it appended, so a consumer loop can
     /// reuse one buffer instead of allocating a `Vec` per call.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::receive_with`]; on an error nothing is appended.
     pub fn receive_into(&self, max: usize, options: ReceiveOptions, out: &mut Vec<Delivery>) -> Result<usize, Error> {
         let core = &self.core;
         core.check_live()?;
@@ -351,6 +366,12 @@ impl Queue {
     }
 
     /// Acks the attempt `receipt` names: the message is gone for good.
+    ///
+    /// # Errors
+    ///
+    /// `Stale` (an older attempt), `Expired` (a late ack under
+    /// `LateAck::Reject`), `InvalidReceipt` (another queue's, another engine's,
+    /// forged or malformed), `QueueDeleted`, and on a durable engine `Storage`.
     pub fn ack(&self, receipt: &Receipt) -> Result<(), LeaseError> {
         let result = self.core.ack(receipt);
         self.core.note_late_call(receipt, &result);
@@ -381,6 +402,12 @@ impl Queue {
 
     /// Extends the lease to now + `visibility`. Only while the lease is held
     /// (before its deadline); refused past `max_lease` for one attempt.
+    ///
+    /// # Errors
+    ///
+    /// `Stale`, `Expired` (the deadline already passed), `InvalidReceipt`,
+    /// `VisibilityTooLong` (over `max_visibility`), `CapExceeded` (past
+    /// `max_lease` for this attempt), `QueueDeleted`.
     pub fn extend(&self, receipt: &Receipt, visibility: Duration) -> Result<Nanos, LeaseError> {
         let result = self.core.extend(receipt, visibility, false);
         self.core.note_late_call(receipt, &result);
@@ -393,6 +420,11 @@ impl Queue {
     /// this call, which `extend` would refuse for those moments. Refused with
     /// `CapExceeded` only when the lease already ends at the cap. Returns the
     /// deadline granted.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::extend`]; `CapExceeded` only when the lease already ends at
+    /// the cap.
     pub fn extend_up_to_cap(&self, receipt: &Receipt, visibility: Duration) -> Result<Nanos, LeaseError> {
         let result = self.core.extend(receipt, visibility, true);
         self.core.note_late_call(receipt, &result);
@@ -401,6 +433,12 @@ impl Queue {
 
     /// Ends the attempt now; the message is receivable again after `delay`
     /// (zero: at once). At the retry ceiling it goes to the dead-letter queue.
+    ///
+    /// # Errors
+    ///
+    /// `Stale`, `Expired`, `InvalidReceipt`, `DelayTooLong` (over `max_delay`),
+    /// `DeadLetterQueueFull` at the retry ceiling (the message stays leased),
+    /// `QueueDeleted`, and on a durable engine `Storage`.
     pub fn release(&self, receipt: &Receipt, delay: Duration) -> Result<(), LeaseError> {
         let result = self.core.release(receipt, Some(delay));
         self.core.note_late_call(receipt, &result);
@@ -409,6 +447,10 @@ impl Queue {
 
     /// Like `release`, with the delay the queue's `backoff` gives for this
     /// message's delivery count.
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::release`], less `DelayTooLong`.
     pub fn release_with_backoff(&self, receipt: &Receipt) -> Result<(), LeaseError> {
         let result = self.core.release(receipt, None);
         self.core.note_late_call(receipt, &result);
@@ -417,6 +459,12 @@ impl Queue {
 
     /// Moves the message to the dead-letter queue now (the consumer declares it
     /// poison), with `reason` in its record.
+    ///
+    /// # Errors
+    ///
+    /// `Stale`, `Expired`, `InvalidReceipt`, `NoDeadLetterQueue`,
+    /// `DeadLetterQueueFull` (the message stays leased here), `QueueDeleted`, and
+    /// on a durable engine `Storage`.
     pub fn dead_letter(&self, receipt: &Receipt, reason: &str) -> Result<(), LeaseError> {
         let result = self.core.dead_letter(receipt, reason);
         self.core.note_late_call(receipt, &result);
@@ -425,6 +473,10 @@ impl Queue {
 
     /// Removes every message (ready, delayed and in flight); returns how many.
     /// Receipts of purged messages become stale.
+    ///
+    /// # Errors
+    ///
+    /// `QueueDeleted`, and on a durable engine `Storage`.
     pub fn purge(&self) -> Result<u64, Error> {
         self.core.check_live()?;
         let purged = self.core.purge_all();

@@ -165,6 +165,12 @@ impl LeaseGuard {
 
     /// `Ok` while the lease is held; call it right before each irreversible
     /// effect.
+    ///
+    /// # Errors
+    ///
+    /// `LeaseLost` once the lease is no longer held (it expired, a renewal was
+    /// refused, a bound of the policy was reached, or the guard was finished), with
+    /// the reason.
     pub fn check(&self) -> Result<(), LeaseLost> {
         match self.status() {
             LeaseStatus::Held { .. } | LeaseStatus::Ending { .. } => Ok(()),
@@ -214,21 +220,43 @@ impl LeaseGuard {
     /// Acks the message: done for good. The queue decides (a late ack of an
     /// expired lease nobody else took is accepted unless the queue rejects
     /// late acks; a stale receipt is refused).
+    ///
+    /// # Errors
+    ///
+    /// The queue's `LeaseError`: `Stale` if the message was delivered again,
+    /// `Expired` for a late ack under `LateAck::Reject`, `QueueDeleted`, and on a
+    /// durable engine `Storage`.
     pub fn ack(mut self) -> Result<(), LeaseError> {
         self.finish(|q, r| q.ack(r))
     }
 
     /// Releases the message, receivable again after `delay`.
+    ///
+    /// # Errors
+    ///
+    /// The queue's `LeaseError`: `Stale`, `Expired` (the lease already ran out),
+    /// `DelayTooLong`, `DeadLetterQueueFull` at the retry ceiling, `QueueDeleted`,
+    /// and on a durable engine `Storage`.
     pub fn release(mut self, delay: Duration) -> Result<(), LeaseError> {
         self.finish(|q, r| q.release(r, delay))
     }
 
     /// Releases the message with the queue's backoff for its delivery count.
+    ///
+    /// # Errors
+    ///
+    /// As [`release`](Self::release), less `DelayTooLong`.
     pub fn release_with_backoff(mut self) -> Result<(), LeaseError> {
         self.finish(|q, r| q.release_with_backoff(r))
     }
 
     /// Moves the message to the dead-letter queue (a permanent failure).
+    ///
+    /// # Errors
+    ///
+    /// The queue's `LeaseError`: `Stale`, `Expired`, `NoDeadLetterQueue`,
+    /// `DeadLetterQueueFull` (the message stays leased here), `QueueDeleted`, and
+    /// on a durable engine `Storage`.
     pub fn dead_letter(mut self, reason: &str) -> Result<(), LeaseError> {
         self.finish(|q, r| q.dead_letter(r, reason))
     }

@@ -132,6 +132,10 @@ pub struct Tick {
 impl LeaseKeeper {
     /// A keeper with no thread: call [`tick`](Self::tick) to renew (virtual
     /// time, simulation, or your own scheduler).
+    ///
+    /// # Errors
+    ///
+    /// `PolicyError` naming the first field of `policy` out of range.
     pub fn manual(policy: LeasePolicy) -> Result<Self, PolicyError> {
         policy.validate()?;
         Ok(LeaseKeeper {
@@ -147,6 +151,10 @@ impl LeaseKeeper {
     /// A keeper with its own background thread that ticks on the engine's
     /// clock. The thread stops when the keeper and every guard it gave out
     /// are dropped.
+    ///
+    /// # Errors
+    ///
+    /// `PolicyError` naming the first field of `policy` out of range.
     pub fn spawn(policy: LeasePolicy) -> Result<Self, PolicyError> {
         let keeper = Self::manual(policy)?;
         let weak = Arc::downgrade(&keeper.inner);

@@ -289,6 +289,10 @@ pub enum Decision {
 
 impl LeasePolicy {
     /// Checks every field; the error names the first one out of range.
+    ///
+    /// # Errors
+    ///
+    /// `PolicyError` naming the first field out of range and why.
     pub fn validate(&self) -> Result<(), PolicyError> {
         let refuse = |field, reason| Err(PolicyError { field, reason });
         if !(self.renew_after.is_finite() && self.renew_after > 0.0 && self.renew_after < 1.0) {
