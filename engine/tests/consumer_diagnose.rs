@@ -186,3 +186,43 @@ fn long_work_under_a_lease_keeper_is_healthy() {
     assert!(d.processing_p99.unwrap() > VIS, "processing exceeds the timeout: {d}");
     assert!(d.extensions > 0);
 }
+
+#[test]
+fn messages_a_consumer_dead_lettered_are_named_as_poison_with_their_reason() {
+    use leaseq::consumer::{HandlerError, Pool};
+
+    // A real clock: the pool's workers and keeper run on threads.
+    let engine = Engine::new();
+    engine.create_queue("jobs-dlq", QueueConfig::default()).unwrap();
+    let q = engine.create_queue("jobs", QueueConfig::default().max_receives(5).dead_letter_queue("jobs-dlq")).unwrap();
+    let mut declared = HashSet::new();
+    for i in 0..20 {
+        let id = q.send(if i % 7 == 3 { "unparsable" } else { "ok" }).unwrap();
+        if i % 7 == 3 {
+            declared.insert(id);
+        }
+    }
+    let pool = Pool::builder(&q)
+        .workers(2)
+        .poll_wait(Duration::from_millis(20))
+        .start(|guard: &leaseq::consumer::LeaseGuard| match &guard.delivery().payload[..] {
+            b"unparsable" => Err(HandlerError::permanent("the body is not a job")),
+            _ => Ok(()),
+        })
+        .unwrap();
+    assert!(pool.wait_drained(Duration::from_secs(30)), "{:?}", q.stats());
+    let _ = pool.shutdown(Duration::from_secs(5));
+
+    let d = q.diagnose();
+    println!("{d}");
+    assert_eq!(d.verdict, Verdict::PoisonMessages, "{d}");
+    let named: HashSet<MessageId> = d.poison.iter().map(|p| p.id).collect();
+    assert_eq!(named, declared, "every Permanent failure is named, nothing else");
+    for p in &d.poison {
+        let reason = p.declared.as_deref().expect("declared by the handler");
+        assert!(reason.contains("the body is not a job"), "{reason}");
+        assert_eq!(p.deliveries, 1, "dead-lettered on the first delivery");
+        assert!(d.summary().contains(&p.id.to_string()), "{d}");
+    }
+    assert!(d.summary().contains("dead-lettered by a consumer"), "{d}");
+}

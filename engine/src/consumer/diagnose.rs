@@ -16,7 +16,9 @@
 //!   (a crash, a hang) or are released (a failure) with no call at all after
 //!   the lease is lost, until the retry ceiling moves them to the dead-letter
 //!   queue. Meanwhile the other messages' processing time sits well inside
-//!   the timeout.
+//!   the timeout. A message a consumer dead-lettered itself (`dead_letter`,
+//!   or a pool handler's `HandlerError::Permanent`) is poison by the
+//!   consumer's own word, and is named with its reason.
 
 use std::fmt;
 use std::time::Duration;
@@ -73,13 +75,17 @@ pub struct TimeoutEvidence {
     pub dead_lettered_while_working: Vec<MessageId>,
 }
 
-/// A message that reached the retry ceiling with no worker ever calling back
-/// after losing its lease.
+/// A poison message: one that reached the retry ceiling with no worker ever
+/// calling back after losing its lease, or one a consumer dead-lettered itself
+/// (`Queue::dead_letter`, or a pool handler's `HandlerError::Permanent`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PoisonMessage {
     /// Its id (stable; find it on the dead-letter queue).
     pub id: MessageId,
+    /// The consumer's reason when a consumer dead-lettered it; `None` when
+    /// the retry ceiling did.
+    pub declared: Option<String>,
     /// Deliveries on the source queue.
     pub deliveries: u32,
     /// Of its remembered attempts, how many expired.
@@ -145,17 +151,21 @@ fn diagnose(queue: &str, stats: &QueueStats, moves: &[crate::dead_letter::DeadLe
     let mut poison = Vec::new();
     let mut while_working = Vec::new();
     for note in moves {
-        if !matches!(note.record.reason, DeadLetterReason::Expired | DeadLetterReason::Released) {
-            // Declared poison by a consumer: not a redelivery puzzle.
-            continue;
-        }
-        if note.late_calls > 0 {
+        let declared = match &note.record.reason {
+            DeadLetterReason::Explicit(reason) => Some(reason.clone()),
+            // A reason added later: treat it like the ceiling's.
+            _ => None,
+        };
+        // A consumer that declared the message poison came back for it on
+        // purpose: late calls before that say nothing against the verdict.
+        if declared.is_none() && note.late_calls > 0 {
             while_working.push(note.id);
             continue;
         }
         let count = |outcome: AttemptOutcome| note.record.attempts.iter().filter(|a| a.outcome == outcome).count();
         poison.push(PoisonMessage {
             id: note.id,
+            declared,
             deliveries: note.record.delivery_count,
             expired_attempts: count(AttemptOutcome::Expired) as u32,
             released_attempts: count(AttemptOutcome::Released) as u32,
@@ -282,15 +292,26 @@ impl fmt::Display for Diagnosis {
             }
         }
         if !self.poison.is_empty() {
-            writeln!(f, "- {} poison message(s), no worker came back after losing a lease:", self.poison.len())?;
+            writeln!(
+                f,
+                "- {} poison message(s): dead-lettered by a consumer, or no worker came back after losing a lease:",
+                self.poison.len()
+            )?;
             // Name a few; the full list is in `self.poison`.
             const NAMED: usize = 10;
             for p in self.poison.iter().take(NAMED) {
-                writeln!(
-                    f,
-                    "  {}: {} deliveries ({} expired, {} released among the last attempts)",
-                    p.id, p.deliveries, p.expired_attempts, p.released_attempts
-                )?;
+                match &p.declared {
+                    Some(reason) => writeln!(
+                        f,
+                        "  {}: dead-lettered by a consumer after {} deliveries: {reason}",
+                        p.id, p.deliveries
+                    )?,
+                    None => writeln!(
+                        f,
+                        "  {}: {} deliveries ({} expired, {} released among the last attempts)",
+                        p.id, p.deliveries, p.expired_attempts, p.released_attempts
+                    )?,
+                }
             }
             if self.poison.len() > NAMED {
                 writeln!(f, "  ... and {} more (Diagnosis::poison lists them all)", self.poison.len() - NAMED)?;
