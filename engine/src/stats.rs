@@ -387,26 +387,131 @@ pub struct QueueStats {
     pub lease_left_at_ack: Histogram<u64>,
 }
 
+/// Every field. The destructuring names them all, so a field added to
+/// `QueueStats` fails to compile here until it is printed too.
 impl fmt::Debug for QueueStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let QueueStats {
+            ready,
+            delayed,
+            in_flight,
+            dead_letter_depth,
+            oldest_ready_age,
+            sent,
+            received,
+            redelivered,
+            acked,
+            late_acks,
+            stale_acks,
+            expired_acks,
+            expired,
+            extensions,
+            extensions_refused,
+            released,
+            dead_lettered,
+            purged,
+            dead_letter_overflow,
+            redriven_out,
+            redrive_too_large,
+            visibility_timeout,
+            processing_time,
+            time_in_queue,
+            lease_left_at_ack,
+        } = self;
         f.debug_struct("QueueStats")
-            .field("ready", &self.ready)
-            .field("delayed", &self.delayed)
-            .field("in_flight", &self.in_flight)
-            .field("dead_letter_depth", &self.dead_letter_depth)
-            .field("oldest_ready_age", &self.oldest_ready_age)
-            .field("sent", &self.sent)
-            .field("received", &self.received)
-            .field("redelivered", &self.redelivered)
-            .field("acked", &self.acked)
-            .field("late_acks", &self.late_acks)
-            .field("stale_acks", &self.stale_acks)
-            .field("expired", &self.expired)
-            .field("extensions", &self.extensions)
-            .field("released", &self.released)
-            .field("dead_lettered", &self.dead_lettered)
-            .field("processing_p99", &self.processing_percentile(99.0))
-            .finish_non_exhaustive()
+            .field("ready", ready)
+            .field("delayed", delayed)
+            .field("in_flight", in_flight)
+            .field("dead_letter_depth", dead_letter_depth)
+            .field("oldest_ready_age", oldest_ready_age)
+            .field("sent", sent)
+            .field("received", received)
+            .field("redelivered", redelivered)
+            .field("acked", acked)
+            .field("late_acks", late_acks)
+            .field("stale_acks", stale_acks)
+            .field("expired_acks", expired_acks)
+            .field("expired", expired)
+            .field("extensions", extensions)
+            .field("extensions_refused", extensions_refused)
+            .field("released", released)
+            .field("dead_lettered", dead_lettered)
+            .field("purged", purged)
+            .field("dead_letter_overflow", dead_letter_overflow)
+            .field("redriven_out", redriven_out)
+            .field("redrive_too_large", redrive_too_large)
+            .field("visibility_timeout", visibility_timeout)
+            .field("processing_time", &Summary(processing_time))
+            .field("time_in_queue", &Summary(time_in_queue))
+            .field("lease_left_at_ack", &Summary(lease_left_at_ack))
+            .finish()
+    }
+}
+
+/// A histogram of nanoseconds as a person reads it: sample count, p50, p99,
+/// p99.9 and max.
+struct Summary<'h>(&'h Histogram<u64>);
+
+impl fmt::Debug for Summary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for Summary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let h = self.0;
+        if h.is_empty() {
+            return write!(f, "no samples");
+        }
+        let at = |p: f64| Duration::from_nanos(h.value_at_percentile(p));
+        write!(
+            f,
+            "{} samples, p50 {:?}, p99 {:?}, p99.9 {:?}, max {:?}",
+            h.len(),
+            at(50.0),
+            at(99.0),
+            at(99.9),
+            Duration::from_nanos(h.max())
+        )
+    }
+}
+
+/// A summary to read at a glance: the gauges, then the counters grouped by
+/// what they say about the lease, then the three distributions.
+impl fmt::Display for QueueStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "ready {}, delayed {}, in flight {}, on the dead-letter queue {}",
+            self.ready, self.delayed, self.in_flight, self.dead_letter_depth
+        )?;
+        match self.oldest_ready_age {
+            Some(age) => writeln!(f, ", oldest ready {age:?}")?,
+            None => writeln!(f)?,
+        }
+        writeln!(
+            f,
+            "sent {}, received {} ({} redelivered), acked {} ({} late), refused acks: {} stale, {} expired",
+            self.sent, self.received, self.redelivered, self.acked, self.late_acks, self.stale_acks, self.expired_acks
+        )?;
+        write!(
+            f,
+            "leases: {} expired, {} released, {} extended ({} refused); visibility timeout {:?}",
+            self.expired, self.released, self.extensions, self.extensions_refused, self.visibility_timeout
+        )?;
+        match self.suggested_visibility() {
+            Some(suggested) => writeln!(f, ", suggested {suggested:?}")?,
+            None => writeln!(f)?,
+        }
+        writeln!(
+            f,
+            "dead-lettered {} ({} kept here: dead-letter queue full), purged {}, redriven out {} ({} too large)",
+            self.dead_lettered, self.dead_letter_overflow, self.purged, self.redriven_out, self.redrive_too_large
+        )?;
+        writeln!(f, "processing time (receive to ack): {}", Summary(&self.processing_time))?;
+        writeln!(f, "time in queue (send to first receive): {}", Summary(&self.time_in_queue))?;
+        write!(f, "lease left at ack: {}", Summary(&self.lease_left_at_ack))
     }
 }
 

@@ -127,3 +127,38 @@ fn a_guard_reports_its_lease_left_after_each_renewal() {
     assert_eq!(guard.lease_left(), Duration::from_secs(10), "renewed for another grant from now");
     guard.ack().unwrap();
 }
+
+#[test]
+fn stats_print_every_counter_and_distribution() {
+    let clock = ManualClock::new();
+    let engine = Engine::builder().clock(clock.clone()).build();
+    let q = engine.create_queue("jobs", QueueConfig::default().visibility_timeout(Duration::from_secs(10))).unwrap();
+    for i in 0..7u32 {
+        q.send(i.to_le_bytes()).unwrap();
+    }
+    let first = q.receive(3).unwrap();
+    clock.advance(Duration::from_millis(40));
+    q.ack(&first[0].receipt).unwrap();
+    q.release(&first[1].receipt, Duration::ZERO).unwrap();
+    q.extend(&first[2].receipt, Duration::from_secs(5)).unwrap();
+    let stats = q.stats();
+
+    let pretty = format!("{stats:#?}");
+    assert!(!pretty.contains(".."), "nothing hidden: {pretty}");
+    for field in ["sent: 7", "received: 3", "acked: 1", "released: 1", "extensions: 1", "ready: 5", "in_flight: 1"] {
+        assert!(pretty.contains(field), "{field} missing from {pretty}");
+    }
+    assert!(pretty.contains("processing_time: 1 samples, p50 4"), "{pretty}");
+
+    let text = stats.to_string();
+    println!("{text}");
+    for line in [
+        "ready 5, delayed 0, in flight 1",
+        "sent 7, received 3 (0 redelivered), acked 1 (0 late)",
+        "leases: 0 expired, 1 released, 1 extended (0 refused); visibility timeout 10s",
+        "processing time (receive to ack): 1 samples",
+        "time in queue (send to first receive): 3 samples",
+    ] {
+        assert!(text.contains(line), "{line:?} missing from:\n{text}");
+    }
+}
