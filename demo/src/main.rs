@@ -2,15 +2,12 @@
 //! a redelivery, a stale ack refused, a poison message dead-lettered, and the
 //! queue's lease-pressure stats at the end.
 //!
-//! Run: `cargo run --release -p leaseq --example demo`
+//! Run: `cargo run --release -p leaseq-demo` (it builds the engine and
+//! nothing else).
 
 use std::time::{Duration, Instant};
 
 use leaseq::{Bytes, Engine, LeaseError, QueueConfig, ReceiveOptions};
-
-// Binaries choose the allocator; the library never imposes one.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::new();
@@ -62,6 +59,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let elapsed = started.elapsed();
     println!("{n} send/receive/ack cycles on one thread: {:.0} ns per cycle", elapsed.as_nanos() as f64 / f64::from(n));
-    println!("{:#?}", jobs.stats());
+    println!("lease pressure of queue jobs:\n{}", jobs.stats());
     Ok(())
 }
