@@ -39,9 +39,9 @@ log_dir="$CARGO_TARGET_DIR/loom-ci"
 mkdir -p "$log_dir"
 
 step "models"
-cargo test -p loom-tests --release --no-run
+cargo test -p loom-tests --features models --release --no-run
 # One model at a time, so the printed wall times are each model's own.
-cargo test -p loom-tests --release -- --nocapture --test-threads=1 2>&1 | tee "$log_dir/models.log" |
+cargo test -p loom-tests --features models --release -- --nocapture --test-threads=1 2>&1 | tee "$log_dir/models.log" |
     grep -E 'loom model|^test result|FAILED|panicked' || true
 if ! grep -q 'loom model' "$log_dir/models.log" || grep -qE 'FAILED|panicked' "$log_dir/models.log"; then
     echo "loom models failed; see $log_dir/models.log" >&2
@@ -58,13 +58,13 @@ for entry in "${MUTANTS[@]}"; do
     export LEASEQ_MUTANT="$mutant"
     export RUSTC_WORKSPACE_WRAPPER="$PWD/loom-tests/mutant-rustc.sh"
     # A mutant that does not compile proves nothing: build first, separately.
-    cargo test -p loom-tests --release --test "$catcher" --no-run 2>"$log_dir/$mutant.build.log" || {
+    cargo test -p loom-tests --features models --release --test "$catcher" --no-run 2>"$log_dir/$mutant.build.log" || {
         cat "$log_dir/$mutant.build.log" >&2
         echo "mutant $mutant does not build" >&2
         exit 1
     }
     status=0
-    timeout "$MUTANT_TIMEOUT_S" cargo test -p loom-tests --release --test "$catcher" -- --test-threads=2 \
+    timeout "$MUTANT_TIMEOUT_S" cargo test -p loom-tests --features models --release --test "$catcher" -- --test-threads=2 \
         >"$log_dir/$mutant.log" 2>&1 || status=$?
     # `|| true`: no FAILED line (a survivor) must reach the report below, not
     # end the script under `set -e`.
