@@ -1,0 +1,434 @@
+//! Runs as JSON lines, and the report made of them: throughput and latency
+//! tables with ranges over the alternating rounds, ratios of leaseq-server to
+//! the fastest peer paired within each round (same machine, same minute),
+//! the issue's targets as met or missed, and a chart.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::chart;
+use crate::error::LoadError;
+use crate::recorder::{Percentiles, Recorder};
+use crate::workload::Workload;
+
+/// One run's outcome.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct RunResult {
+    pub(crate) label: String,
+    pub(crate) protocol: String,
+    pub(crate) round: u32,
+    pub(crate) connections: usize,
+    pub(crate) batch: usize,
+    pub(crate) body_size: usize,
+    /// Open-loop rate in messages per second; `None` for the closed loop.
+    pub(crate) rate: Option<f64>,
+    pub(crate) duration_s: f64,
+    pub(crate) sent: u64,
+    pub(crate) acked: u64,
+    pub(crate) empty_receives: u64,
+    /// Messages sent, received and deleted per second.
+    pub(crate) msgs_per_s: f64,
+    pub(crate) operations: BTreeMap<String, Percentiles>,
+}
+
+impl RunResult {
+    pub(crate) fn new(label: &str, protocol: &str, round: u32, workload: &Workload, recorder: &Recorder) -> Self {
+        let seconds = workload.duration.as_secs_f64();
+        RunResult {
+            label: label.to_string(),
+            protocol: protocol.to_string(),
+            round,
+            connections: workload.connections,
+            batch: workload.batch,
+            body_size: workload.body_size,
+            rate: workload.rate,
+            duration_s: seconds,
+            sent: recorder.sent,
+            acked: recorder.acked,
+            empty_receives: recorder.empty_receives,
+            msgs_per_s: recorder.acked as f64 / seconds,
+            operations: recorder.percentiles(),
+        }
+    }
+
+    /// One line for the terminal.
+    pub(crate) fn summary(&self) -> String {
+        let mut line = format!(
+            "{} batch {} {}: {:.0} msg/s acked ({} sent, {} empty receives)",
+            self.label,
+            self.batch,
+            self.rate.map_or("closed loop".to_string(), |r| format!("at {r:.0} msg/s")),
+            self.msgs_per_s,
+            self.sent,
+            self.empty_receives
+        );
+        for (op, p) in &self.operations {
+            let _ = write!(line, "; {op} p50 {:.0} p99 {:.0} p99.9 {:.0} us", p.p50_us, p.p99_us, p.p999_us);
+        }
+        line
+    }
+
+    fn mode(&self) -> Mode {
+        Mode { batch: self.batch, rate: self.rate.map(|r| r.round() as u64) }
+    }
+}
+
+/// What a run measured: batch size and open- or closed-loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Mode {
+    batch: usize,
+    rate: Option<u64>,
+}
+
+impl Mode {
+    fn name(&self) -> String {
+        let shape = if self.batch == 1 { "single".to_string() } else { format!("batch {}", self.batch) };
+        match self.rate {
+            None => shape,
+            Some(rate) => format!("{shape} at {} msg/s", rate),
+        }
+    }
+}
+
+/// Flags of `leaseq-loadgen report`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReportArgs {
+    /// JSON-lines files written by `run --json`.
+    #[arg(long, required = true)]
+    input: Vec<PathBuf>,
+    /// The label of the system under test; every other label is a peer.
+    #[arg(long, default_value = "leaseq-server")]
+    subject: String,
+    /// Write the markdown here (else stdout).
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+    /// Write the throughput chart (SVG) here.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+    /// The single-message cycles/s target.
+    #[arg(long, default_value_t = 30_000.0)]
+    single_target: f64,
+    /// The batch-of-10 msg/s target.
+    #[arg(long, default_value_t = 100_000.0)]
+    batch_target: f64,
+    /// The p99 target in microseconds, at the open-loop rate.
+    #[arg(long, default_value_t = 1000.0)]
+    p99_target_us: f64,
+}
+
+fn load(paths: &[PathBuf]) -> Result<Vec<RunResult>, LoadError> {
+    let mut runs = Vec::new();
+    for path in paths {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| LoadError::new(format!("cannot read {}: {e}", path.display())))?;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            runs.push(serde_json::from_str(line)?);
+        }
+    }
+    Ok(runs)
+}
+
+/// Min, median and max.
+#[derive(Debug, Clone, Copy)]
+struct Spread {
+    min: f64,
+    median: f64,
+    max: f64,
+}
+
+fn spread(values: &[f64]) -> Option<Spread> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(Spread { min: v[0], median: v[v.len() / 2], max: v[v.len() - 1] })
+}
+
+fn rate_text(s: Spread) -> String {
+    format!("{} ({}–{})", leaseq_charts::short(s.median), leaseq_charts::short(s.min), leaseq_charts::short(s.max))
+}
+
+fn us_text(us: f64) -> String {
+    if us >= 10_000.0 {
+        format!("{:.0} ms", us / 1000.0)
+    } else if us >= 1000.0 {
+        format!("{:.1} ms", us / 1000.0)
+    } else {
+        format!("{us:.0} µs")
+    }
+}
+
+fn latency_cell(runs: &[&RunResult], op: &str) -> String {
+    let pick = |f: fn(&Percentiles) -> f64| {
+        spread(&runs.iter().filter_map(|r| r.operations.get(op).map(f)).collect::<Vec<_>>())
+    };
+    match (pick(|p| p.p50_us), pick(|p| p.p99_us), pick(|p| p.p999_us)) {
+        (Some(a), Some(b), Some(c)) => format!("{} / {} / {}", us_text(a.median), us_text(b.median), us_text(c.median)),
+        _ => "–".to_string(),
+    }
+}
+
+/// All runs of one label and mode.
+fn group(runs: &[RunResult]) -> BTreeMap<(Mode, String), Vec<&RunResult>> {
+    let mut groups: BTreeMap<(Mode, String), Vec<&RunResult>> = BTreeMap::new();
+    for run in runs {
+        groups.entry((run.mode(), run.label.clone())).or_default().push(run);
+    }
+    groups
+}
+
+/// Per round, the subject's msg/s over the fastest peer's in the same mode.
+fn ratios(runs: &[RunResult], subject: &str, mode: Mode) -> (Vec<f64>, Option<String>) {
+    let mut by_round: BTreeMap<u32, (Option<f64>, Option<(f64, String)>)> = BTreeMap::new();
+    for run in runs.iter().filter(|r| r.mode() == mode) {
+        let entry = by_round.entry(run.round).or_default();
+        if run.label == subject {
+            entry.0 = Some(run.msgs_per_s);
+        } else if entry.1.as_ref().is_none_or(|(best, _)| run.msgs_per_s > *best) {
+            entry.1 = Some((run.msgs_per_s, run.label.clone()));
+        }
+    }
+    let mut fastest = BTreeMap::<String, usize>::new();
+    let values = by_round
+        .values()
+        .filter_map(|(ours, best)| {
+            let (theirs, name) = best.as_ref()?;
+            *fastest.entry(name.clone()).or_default() += 1;
+            Some((*ours)? / theirs)
+        })
+        .collect();
+    (values, fastest.into_iter().max_by_key(|(_, n)| *n).map(|(name, _)| name))
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met { "**met**" } else { "**missed**" }
+}
+
+fn render(args: &ReportArgs, runs: &[RunResult]) -> String {
+    let groups = group(runs);
+    let rounds = runs.iter().map(|r| r.round).collect::<std::collections::BTreeSet<_>>().len();
+    let mut md = String::new();
+    let connections = runs.first().map_or(0, |r| r.connections);
+    let body = runs.first().map_or(0, |r| r.body_size);
+    let _ = writeln!(
+        md,
+        "Each cell: the median of {rounds} alternating rounds, msg/s with (min–max). A message counts once it \
+         was sent, received and deleted (acked) in the measured window. {connections} keep-alive connections, \
+         {body}-byte bodies. Latencies per request: p50 / p99 / p99.9, medians over the rounds.\n"
+    );
+    let _ = writeln!(md, "| server | mode | msg/s | send | receive | delete (ack) | empty receives |");
+    let _ = writeln!(md, "| --- | --- | ---: | ---: | ---: | ---: | ---: |");
+    for ((mode, label), group) in &groups {
+        let throughput = spread(&group.iter().map(|r| r.msgs_per_s).collect::<Vec<_>>());
+        let empty: u64 = group.iter().map(|r| r.empty_receives).sum::<u64>() / group.len().max(1) as u64;
+        let mut row = format!(
+            "| {label} | {} | {} | {} | {} | {} | {empty} |",
+            mode.name(),
+            throughput.map_or("–".to_string(), rate_text),
+            latency_cell(group, "send"),
+            latency_cell(group, "receive"),
+            latency_cell(group, "delete"),
+        );
+        if mode.rate.is_some() {
+            let lag = spread(
+                &group.iter().filter_map(|r| r.operations.get("schedule_lag").map(|p| p.p99_us)).collect::<Vec<_>>(),
+            );
+            if let Some(lag) = lag {
+                let _ = write!(row, " schedule lag p99 {}", us_text(lag.median));
+            }
+        }
+        let _ = writeln!(md, "{row}");
+    }
+
+    let _ = writeln!(md, "\nTargets (leaseq-server = `{}`):\n", args.subject);
+    let subject_spread = |mode: Mode| {
+        spread(
+            &runs
+                .iter()
+                .filter(|r| r.label == args.subject && r.mode() == mode)
+                .map(|r| r.msgs_per_s)
+                .collect::<Vec<_>>(),
+        )
+    };
+    let single = Mode { batch: 1, rate: None };
+    let batch = Mode { batch: 10, rate: None };
+    for (mode, target, what) in [
+        (batch, args.batch_target, "msg/s with batches of 10"),
+        (single, args.single_target, "single-message cycles/s"),
+    ] {
+        match subject_spread(mode) {
+            Some(s) => {
+                let _ = writeln!(
+                    md,
+                    "- at least {} {what}: {} — {} msg/s median, {}–{} over the rounds",
+                    leaseq_charts::short(target),
+                    verdict(s.min >= target),
+                    leaseq_charts::short(s.median),
+                    leaseq_charts::short(s.min),
+                    leaseq_charts::short(s.max)
+                );
+            }
+            None => {
+                let _ = writeln!(md, "- at least {} {what}: not run", leaseq_charts::short(target));
+            }
+        }
+    }
+    let open: Vec<&RunResult> = runs.iter().filter(|r| r.label == args.subject && r.rate.is_some()).collect();
+    if open.is_empty() {
+        let _ = writeln!(md, "- p99 under {} at half load: not run", us_text(args.p99_target_us));
+    } else {
+        let worst: Vec<f64> = open
+            .iter()
+            .map(|r| {
+                ["send", "receive", "delete"]
+                    .iter()
+                    .filter_map(|op| r.operations.get(*op).map(|p| p.p99_us))
+                    .fold(0.0, f64::max)
+            })
+            .collect();
+        let s = spread(&worst).expect("non-empty");
+        let rate = open[0].rate.unwrap_or_default();
+        let achieved = spread(&open.iter().map(|r| r.msgs_per_s).collect::<Vec<_>>()).expect("non-empty");
+        let _ = writeln!(
+            md,
+            "- p99 under {} at {} msg/s (batch {}): {} — the slowest operation's p99 is {} median, {}–{} over the \
+             rounds; {} msg/s achieved",
+            us_text(args.p99_target_us),
+            leaseq_charts::short(rate),
+            open[0].batch,
+            verdict(s.max < args.p99_target_us),
+            us_text(s.median),
+            us_text(s.min),
+            us_text(s.max),
+            leaseq_charts::short(achieved.median)
+        );
+    }
+    for (mode, need) in [(batch, 2.0), (single, 1.0)] {
+        let (values, fastest) = ratios(runs, &args.subject, mode);
+        match (spread(&values), fastest) {
+            (Some(s), Some(fastest)) => {
+                let _ = writeln!(
+                    md,
+                    "- ahead of every peer, {}, by at least {need}x: {} — {:.2}x the fastest peer ({fastest}) \
+                     median, {:.2}–{:.2}x over the rounds",
+                    mode.name(),
+                    verdict(s.min >= need && (need > 1.0 || s.min > 1.0)),
+                    s.median,
+                    s.min,
+                    s.max
+                );
+            }
+            _ => {
+                let _ = writeln!(md, "- ahead of every peer, {}: no peer ran", mode.name());
+            }
+        }
+    }
+    md
+}
+
+fn bars(runs: &[RunResult]) -> Vec<chart::BarGroup> {
+    let groups = group(runs);
+    let mut labels: Vec<String> = Vec::new();
+    for run in runs {
+        if !labels.contains(&run.label) {
+            labels.push(run.label.clone());
+        }
+    }
+    labels
+        .into_iter()
+        .map(|label| {
+            let bar = |mode: Mode| {
+                groups.get(&(mode, label.clone())).and_then(|g| {
+                    spread(&g.iter().map(|r| r.msgs_per_s).collect::<Vec<_>>()).map(|s| chart::Bar {
+                        median: s.median,
+                        min: s.min,
+                        max: s.max,
+                    })
+                })
+            };
+            chart::BarGroup {
+                name: label.clone(),
+                bars: vec![bar(Mode { batch: 1, rate: None }), bar(Mode { batch: 10, rate: None })],
+            }
+        })
+        .collect()
+}
+
+/// `leaseq-loadgen report`.
+pub(crate) fn write(args: &ReportArgs) -> Result<(), LoadError> {
+    let runs = load(&args.input)?;
+    if runs.is_empty() {
+        return Err(LoadError::new("no runs in the input"));
+    }
+    let md = render(args, &runs);
+    match &args.markdown {
+        Some(path) => std::fs::write(path, &md)?,
+        None => print!("{md}"),
+    }
+    if let Some(path) = &args.svg {
+        let svg = chart::grouped_bars(
+            "End-to-end msg/s (send + receive + delete), median and range over rounds",
+            &["single message", "batches of 10"],
+            &bars(&runs),
+        );
+        std::fs::write(path, svg)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(label: &str, round: u32, batch: usize, msgs_per_s: f64) -> RunResult {
+        RunResult {
+            label: label.into(),
+            protocol: "x".into(),
+            round,
+            connections: 32,
+            batch,
+            body_size: 100,
+            rate: None,
+            duration_s: 5.0,
+            sent: 0,
+            acked: 0,
+            empty_receives: 0,
+            msgs_per_s,
+            operations: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn ratios_pair_rounds_against_the_fastest_peer_of_each_round() {
+        let runs = vec![
+            run("leaseq-server", 1, 10, 300.0),
+            run("a", 1, 10, 100.0),
+            run("b", 1, 10, 150.0),
+            run("leaseq-server", 2, 10, 200.0),
+            run("a", 2, 10, 200.0),
+        ];
+        let (values, fastest) = ratios(&runs, "leaseq-server", Mode { batch: 10, rate: None });
+        assert_eq!(values, vec![2.0, 1.0]);
+        assert!(fastest.is_some());
+    }
+
+    #[test]
+    fn report_says_missed_when_a_round_falls_short() {
+        let runs = vec![run("leaseq-server", 1, 10, 120_000.0), run("leaseq-server", 2, 10, 90_000.0)];
+        let args = ReportArgs {
+            input: vec![],
+            subject: "leaseq-server".into(),
+            markdown: None,
+            svg: None,
+            single_target: 30_000.0,
+            batch_target: 100_000.0,
+            p99_target_us: 1000.0,
+        };
+        let md = render(&args, &runs);
+        assert!(md.contains("msg/s with batches of 10: **missed**"), "{md}");
+    }
+}
