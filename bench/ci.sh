@@ -26,3 +26,10 @@ grep -q "^| Always | 64 " target/durability-smoke.txt
 grep -q "^recovery of 100000 live messages" target/durability-smoke.txt
 grep -q "| SQLite WAL FULL | 64 " target/durability-smoke.txt
 grep -q "^churn: disk use at the end" target/durability-smoke.txt
+# leaseq-server against the peers that are installed (.ci/run installs redis-server
+# and beanstalkd; the others are skipped with the reason printed), 1 s per run:
+# leaseq-server's own runs must succeed and the report must have its verdicts.
+bash bench/server-peers.sh --smoke --out target/server-peers-smoke
+grep -q "^| leaseq-server | batch 10 " target/server-peers-smoke/report.md
+grep -q "single-message cycles/s" target/server-peers-smoke/report.md
+test -f target/server-peers-smoke/peers.svg

@@ -123,8 +123,9 @@ mod tests {
         ];
         let svg = grouped_bars("t", &["one", "two"], &groups);
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
-        for part in svg.split("y=\"").skip(1) {
-            let v: f64 = part.split('"').next().unwrap().parse().unwrap();
+        for part in svg.split(" y=\"").skip(1) {
+            let text = part.split('"').next().unwrap();
+            let v: f64 = text.parse().unwrap_or_else(|_| panic!("y={text:?}"));
             assert!((0.0..=420.0).contains(&v), "{v}");
         }
     }

@@ -181,24 +181,31 @@ fn group(runs: &[RunResult]) -> BTreeMap<(Mode, String), Vec<&RunResult>> {
     groups
 }
 
+/// One round of one mode: the subject's msg/s, and the fastest peer's with its name.
+#[derive(Debug, Default)]
+struct RoundPair {
+    subject: Option<f64>,
+    fastest_peer: Option<(f64, String)>,
+}
+
 /// Per round, the subject's msg/s over the fastest peer's in the same mode.
 fn ratios(runs: &[RunResult], subject: &str, mode: Mode) -> (Vec<f64>, Option<String>) {
-    let mut by_round: BTreeMap<u32, (Option<f64>, Option<(f64, String)>)> = BTreeMap::new();
+    let mut by_round: BTreeMap<u32, RoundPair> = BTreeMap::new();
     for run in runs.iter().filter(|r| r.mode() == mode) {
         let entry = by_round.entry(run.round).or_default();
         if run.label == subject {
-            entry.0 = Some(run.msgs_per_s);
-        } else if entry.1.as_ref().is_none_or(|(best, _)| run.msgs_per_s > *best) {
-            entry.1 = Some((run.msgs_per_s, run.label.clone()));
+            entry.subject = Some(run.msgs_per_s);
+        } else if entry.fastest_peer.as_ref().is_none_or(|(best, _)| run.msgs_per_s > *best) {
+            entry.fastest_peer = Some((run.msgs_per_s, run.label.clone()));
         }
     }
     let mut fastest = BTreeMap::<String, usize>::new();
     let values = by_round
         .values()
-        .filter_map(|(ours, best)| {
-            let (theirs, name) = best.as_ref()?;
+        .filter_map(|pair| {
+            let (theirs, name) = pair.fastest_peer.as_ref()?;
             *fastest.entry(name.clone()).or_default() += 1;
-            Some((*ours)? / theirs)
+            Some(pair.subject? / theirs)
         })
         .collect();
     (values, fastest.into_iter().max_by_key(|(_, n)| *n).map(|(name, _)| name))
@@ -220,8 +227,9 @@ fn render(args: &ReportArgs, runs: &[RunResult]) -> String {
          was sent, received and deleted (acked) in the measured window. {connections} keep-alive connections, \
          {body}-byte bodies. Latencies per request: p50 / p99 / p99.9, medians over the rounds.\n"
     );
-    let _ = writeln!(md, "| server | mode | msg/s | send | receive | delete (ack) | empty receives |");
-    let _ = writeln!(md, "| --- | --- | ---: | ---: | ---: | ---: | ---: |");
+    let _ =
+        writeln!(md, "| server | mode | msg/s | send | receive | delete (ack) | empty receives | schedule lag p99 |");
+    let _ = writeln!(md, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     for ((mode, label), group) in &groups {
         let throughput = spread(&group.iter().map(|r| r.msgs_per_s).collect::<Vec<_>>());
         let empty: u64 = group.iter().map(|r| r.empty_receives).sum::<u64>() / group.len().max(1) as u64;
@@ -237,9 +245,9 @@ fn render(args: &ReportArgs, runs: &[RunResult]) -> String {
             let lag = spread(
                 &group.iter().filter_map(|r| r.operations.get("schedule_lag").map(|p| p.p99_us)).collect::<Vec<_>>(),
             );
-            if let Some(lag) = lag {
-                let _ = write!(row, " schedule lag p99 {}", us_text(lag.median));
-            }
+            let _ = write!(row, " {} |", lag.map_or("–".to_string(), |lag| us_text(lag.median)));
+        } else {
+            row.push_str(" closed loop |");
         }
         let _ = writeln!(md, "{row}");
     }
