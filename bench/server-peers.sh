@@ -82,9 +82,14 @@ cargo build --release -q -p leaseq-server -p leaseq-loadgen
 loadgen=target/release/leaseq-loadgen
 
 # --- starting and stopping servers -------------------------------------
-server_pid=""
+server_pid="" server_name=""
+rabbitmq_env=(RABBITMQ_NODENAME=leaseqpeers@localhost ERL_EPMD_ADDRESS=127.0.0.1)
 stop_server() {
     if [[ -n $server_pid ]]; then
+        # RabbitMQ's Erlang VM leaves the server's process group: ask it to stop.
+        if [[ $server_name == rabbitmq ]]; then
+            env "${rabbitmq_env[@]}" timeout 30 rabbitmqctl -n leaseqpeers@localhost stop > /dev/null 2>&1 || true
+        fi
         # Each server runs in its own session (setsid): its whole group goes.
         kill -TERM -- "-$server_pid" 2> /dev/null || true
         for _ in $(seq 1 50); do kill -0 "$server_pid" 2> /dev/null || break; sleep 0.1; done
@@ -118,6 +123,7 @@ wait_port() { # port seconds
 
 start_server() { # name
     local name=$1 log=$out/$1.log
+    server_name=$name
     case "$name" in
         leaseq-server)
             setsid target/release/leaseq-server --bind 127.0.0.1:29324 > "$log" 2>&1 &
@@ -132,12 +138,19 @@ start_server() { # name
         rabbitmq)
             rm -rf "$work/rabbitmq"; mkdir -p "$work/rabbitmq"
             chown rabbitmq:rabbitmq "$work" "$work/rabbitmq" 2> /dev/null || true
-            (cd "$work/rabbitmq" && exec env RABBITMQ_NODENAME=leaseqpeers@localhost RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
-                RABBITMQ_NODE_PORT=25673 RABBITMQ_DIST_PORT=25674 ERL_EPMD_ADDRESS=127.0.0.1 \
+            (cd "$work/rabbitmq" && exec env "${rabbitmq_env[@]}" RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
+                RABBITMQ_NODE_PORT=25673 RABBITMQ_DIST_PORT=25674 \
                 RABBITMQ_MNESIA_BASE="$work/rabbitmq/mnesia" RABBITMQ_LOG_BASE="$work/rabbitmq/log" \
                 RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="+sbwt none +sbwtdcpu none +sbwtdio none" \
                 setsid rabbitmq-server) > "$log" 2>&1 &
-            server_pid=$!; port=25673 ;;
+            server_pid=$!; server_name=rabbitmq
+            # Its port opens before the broker is ready: wait for the boot to finish.
+            local deadline=$((SECONDS + 90))
+            until grep -q "Starting broker.*completed" "$log"; do
+                ((SECONDS < deadline)) && kill -0 "$server_pid" 2> /dev/null || return 1
+                sleep 0.3
+            done
+            port=25673 ;;
         nats)
             setsid nats-server -a 127.0.0.1 -p 24222 -js -sd "$work/nats" > "$log" 2>&1 &
             server_pid=$!; port=24222 ;;
