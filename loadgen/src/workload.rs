@@ -1,7 +1,7 @@
 //! The workload: every connection runs the same cycle (send a batch, receive
 //! up to a batch, delete what came), either as fast as the server answers
 //! (closed loop) or at a fixed total rate (open loop, for latency at a given
-//! load). Only the window after the warm-up counts.
+//! load). Only requests that complete in the window after the warm-up count.
 //!
 //! In the open loop each connection starts its cycles on a fixed schedule;
 //! how late a cycle started against its schedule is recorded as
@@ -106,24 +106,28 @@ async fn run_connection<S: Session>(
         if began >= end {
             break;
         }
-        let measuring = began >= measure_from;
+        // A request counts when it completes inside the window, whenever its
+        // cycle began: a server slower than the window still shows its rate.
+        let in_window = |at: Instant| at >= measure_from && at <= end;
 
         session.send(&bodies).await?;
         let sent_at = Instant::now();
+        if in_window(sent_at) {
+            recorder.record("send", sent_at - began);
+            recorder.sent += workload.batch as u64;
+        }
         let handles = session.receive(workload.batch).await?;
         let received_at = Instant::now();
         let count = handles.len() as u64;
-        if measuring {
-            recorder.record("send", sent_at - began);
+        if in_window(received_at) {
             recorder.record("receive", received_at - sent_at);
-            recorder.sent += workload.batch as u64;
+            recorder.empty_receives += u64::from(count == 0);
         }
-        if count == 0 {
-            recorder.empty_receives += u64::from(measuring);
-        } else {
+        if count > 0 {
             session.delete(handles).await?;
-            if measuring {
-                recorder.record("delete", received_at.elapsed());
+            let deleted_at = Instant::now();
+            if in_window(deleted_at) {
+                recorder.record("delete", deleted_at - received_at);
                 recorder.acked += count;
             }
         }
@@ -135,8 +139,9 @@ async fn run_connection<S: Session>(
                 if found > 0 {
                     session.delete(reclaimed).await?;
                 }
-                if measuring {
-                    recorder.record("reclaim", began.elapsed());
+                let done = Instant::now();
+                if in_window(done) {
+                    recorder.record("reclaim", done - began);
                     recorder.acked += found;
                 }
             }
