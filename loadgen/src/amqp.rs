@@ -136,12 +136,12 @@ impl Session for AmqpSession {
         Ok(tags)
     }
 
-    async fn delete(&mut self, tags: Vec<u64>) -> Result<(), LoadError> {
+    async fn delete(&mut self, tags: Vec<u64>) -> Result<u64, LoadError> {
         // Tags on a channel rise in delivery order and this worker takes its
         // deliveries in order, so "all up to the last" is exactly these.
-        let Some(&last) = tags.last() else { return Ok(()) };
+        let Some(&last) = tags.last() else { return Ok(0) };
         let multiple = tags.len() > 1;
         self.channel.basic_ack(last, BasicAckOptions { multiple }).await?;
-        Ok(())
+        Ok(tags.len() as u64)
     }
 }

@@ -131,17 +131,21 @@ impl Session for BeanstalkSession {
         Ok(ids)
     }
 
-    async fn delete(&mut self, ids: Vec<u64>) -> Result<(), LoadError> {
+    async fn delete(&mut self, ids: Vec<u64>) -> Result<u64, LoadError> {
         for id in &ids {
             self.out.extend_from_slice(format!("delete {id}\r\n").as_bytes());
         }
         self.flush().await?;
+        let mut deleted = 0;
         for _ in &ids {
-            let line = self.reply_line().await?;
-            if line != "DELETED" {
-                return Err(LoadError::new(format!("beanstalkd delete: {line:?}")));
+            // NOT_FOUND: the TTR ran out and the job went back (or to another
+            // worker), so its lease is lost.
+            match self.reply_line().await?.as_str() {
+                "DELETED" => deleted += 1,
+                "NOT_FOUND" => {}
+                line => return Err(LoadError::new(format!("beanstalkd delete: {line:?}"))),
             }
         }
-        Ok(())
+        Ok(deleted)
     }
 }

@@ -128,10 +128,10 @@ impl Session for NatsSession {
         Ok(messages)
     }
 
-    async fn delete(&mut self, messages: Vec<Message>) -> Result<(), LoadError> {
+    async fn delete(&mut self, messages: Vec<Message>) -> Result<u64, LoadError> {
         for message in &messages {
             message.ack().await.map_err(|e| nats_error("ack")(&*e))?;
         }
-        Ok(())
+        Ok(messages.len() as u64)
     }
 }

@@ -21,6 +21,8 @@ pub(crate) struct Recorder {
     pub(crate) acked: u64,
     /// Receives that returned no message.
     pub(crate) empty_receives: u64,
+    /// Received messages whose delete was refused because the lease was lost.
+    pub(crate) lost_leases: u64,
 }
 
 /// Percentiles of one operation, in microseconds.
@@ -49,6 +51,7 @@ impl Recorder {
         self.sent += other.sent;
         self.acked += other.acked;
         self.empty_receives += other.empty_receives;
+        self.lost_leases += other.lost_leases;
         for (operation, histogram) in other.histograms {
             match self.histograms.get_mut(operation) {
                 Some(mine) => mine.add(&histogram).expect("histograms with equal bounds"),

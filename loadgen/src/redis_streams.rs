@@ -122,17 +122,23 @@ impl Session for RedisSession {
             .collect())
     }
 
-    async fn delete(&mut self, ids: Vec<Vec<u8>>) -> Result<(), LoadError> {
+    async fn delete(&mut self, ids: Vec<Vec<u8>>) -> Result<u64, LoadError> {
         let mut ack: Vec<&[u8]> = vec![b"XACK", &self.stream, GROUP];
         ack.extend(ids.iter().map(Vec::as_slice));
         self.connection.command(&ack);
         let mut del: Vec<&[u8]> = vec![b"XDEL", &self.stream];
         del.extend(ids.iter().map(Vec::as_slice));
         self.connection.command(&del);
-        for reply in self.connection.round_trip().await? {
-            check("XACK/XDEL", &reply)?;
+        let replies = self.connection.round_trip().await?;
+        for reply in &replies {
+            check("XACK/XDEL", reply)?;
         }
-        Ok(())
+        // XACK counts the entries still pending for the group: one another
+        // consumer claimed and acked is not.
+        match replies.first() {
+            Some(Reply::Integer(acked)) => Ok(u64::try_from(*acked).unwrap_or(0)),
+            other => Err(LoadError::new(format!("redis XACK: unexpected reply {other:?}"))),
+        }
     }
 
     async fn reclaim(&mut self) -> Result<Option<Vec<Vec<u8>>>, LoadError> {

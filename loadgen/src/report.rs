@@ -29,6 +29,9 @@ pub(crate) struct RunResult {
     pub(crate) sent: u64,
     pub(crate) acked: u64,
     pub(crate) empty_receives: u64,
+    /// Deletes refused because the lease was lost (the message comes again).
+    #[serde(default)]
+    pub(crate) lost_leases: u64,
     /// Messages sent, received and deleted per second.
     pub(crate) msgs_per_s: f64,
     pub(crate) operations: BTreeMap<String, Percentiles>,
@@ -49,6 +52,7 @@ impl RunResult {
             sent: recorder.sent,
             acked: recorder.acked,
             empty_receives: recorder.empty_receives,
+            lost_leases: recorder.lost_leases,
             msgs_per_s: recorder.acked as f64 / seconds,
             operations: recorder.percentiles(),
         }
@@ -57,13 +61,14 @@ impl RunResult {
     /// One line for the terminal.
     pub(crate) fn summary(&self) -> String {
         let mut line = format!(
-            "{} batch {} {}: {:.0} msg/s acked ({} sent, {} empty receives)",
+            "{} batch {} {}: {:.0} msg/s acked ({} sent, {} empty receives, {} lost leases)",
             self.label,
             self.batch,
             self.rate.map_or("closed loop".to_string(), |r| format!("at {r:.0} msg/s")),
             self.msgs_per_s,
             self.sent,
-            self.empty_receives
+            self.empty_receives,
+            self.lost_leases
         );
         for (op, p) in &self.operations {
             let _ = write!(line, "; {op} p50 {:.0} p99 {:.0} p99.9 {:.0} us", p.p50_us, p.p99_us, p.p999_us);
@@ -225,16 +230,21 @@ fn render(args: &ReportArgs, runs: &[RunResult]) -> String {
         md,
         "Each cell: the median of {rounds} alternating rounds, msg/s with (min–max). A message counts once it \
          was sent, received and deleted (acked) in the measured window. {connections} keep-alive connections, \
-         {body}-byte bodies. Latencies per request: p50 / p99 / p99.9, medians over the rounds.\n"
+         {body}-byte bodies. Latencies per request: p50 / p99 / p99.9, medians over the rounds; empty receives and lost leases \
+         (deletes refused because the lease had run out) are means per run.\n"
     );
-    let _ =
-        writeln!(md, "| server | mode | msg/s | send | receive | delete (ack) | empty receives | schedule lag p99 |");
+    let _ = writeln!(
+        md,
+        "| server | mode | msg/s | send | receive | delete (ack) | empty receives, lost leases | schedule lag p99 |"
+    );
     let _ = writeln!(md, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     for ((mode, label), group) in &groups {
         let throughput = spread(&group.iter().map(|r| r.msgs_per_s).collect::<Vec<_>>());
-        let empty: u64 = group.iter().map(|r| r.empty_receives).sum::<u64>() / group.len().max(1) as u64;
+        let rounds = group.len().max(1) as u64;
+        let empty = group.iter().map(|r| r.empty_receives).sum::<u64>() / rounds;
+        let lost = group.iter().map(|r| r.lost_leases).sum::<u64>() / rounds;
         let mut row = format!(
-            "| {label} | {} | {} | {} | {} | {} | {empty} |",
+            "| {label} | {} | {} | {} | {} | {} | {empty}, {lost} |",
             mode.name(),
             throughput.map_or("–".to_string(), rate_text),
             latency_cell(group, "send"),
@@ -405,6 +415,7 @@ mod tests {
             sent: 0,
             acked: 0,
             empty_receives: 0,
+            lost_leases: 0,
             msgs_per_s,
             operations: BTreeMap::new(),
         }

@@ -22,8 +22,11 @@ pub(crate) trait Session: Send + 'static {
     /// Takes up to `max` messages under a lease; may return none.
     fn receive(&mut self, max: usize) -> impl Future<Output = Result<Vec<Self::Handle>, LoadError>> + Send;
 
-    /// Deletes (acks) received messages, ending their leases for good.
-    fn delete(&mut self, handles: Vec<Self::Handle>) -> impl Future<Output = Result<(), LoadError>> + Send;
+    /// Deletes (acks) received messages, ending their leases for good;
+    /// returns how many were deleted. A message whose lease was lost (it
+    /// expired and the server refused the handle) is not an error: at least
+    /// once means it will be delivered again.
+    fn delete(&mut self, handles: Vec<Self::Handle>) -> impl Future<Output = Result<u64, LoadError>> + Send;
 
     /// Takes over messages whose lease ran out, where the client must do that
     /// itself (Redis Streams' XAUTOCLAIM); returns how many it found. The

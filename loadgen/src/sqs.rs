@@ -75,14 +75,23 @@ fn ok(action: &str, response: Response) -> Result<Vec<u8>, LoadError> {
     }
 }
 
-fn no_failures(action: &str, body: &[u8]) -> Result<(), LoadError> {
+/// The error code SQS gives a delete whose lease was lost.
+const LEASE_LOST: &str = "ReceiptHandleIsInvalid";
+
+/// Checks a batch reply: entries that failed with `tolerated` are counted,
+/// any other failure is an error.
+fn failures(action: &str, body: &[u8], tolerated: Option<&str>) -> Result<u64, LoadError> {
     let reply: BatchReply = serde_json::from_slice(body)?;
-    match reply.failed.first() {
-        None => Ok(()),
-        Some(first) => {
-            Err(LoadError::new(format!("SQS {action}: {} entries failed, e.g. {first}", reply.failed.len())))
+    let mut counted = 0;
+    for failure in &reply.failed {
+        let code = failure.get("Code").and_then(|c| c.as_str());
+        if code.is_some() && code == tolerated {
+            counted += 1;
+        } else {
+            return Err(LoadError::new(format!("SQS {action}: {} entries failed, e.g. {failure}", reply.failed.len())));
         }
     }
+    Ok(counted)
 }
 
 impl Target for SqsTarget {
@@ -139,7 +148,7 @@ impl Session for SqsSession {
                 .map(|(i, b)| json!({ "Id": i.to_string(), "MessageBody": text(b) }))
                 .collect();
             let body = self.call("SendMessageBatch", json!({ "QueueUrl": url, "Entries": entries })).await?;
-            no_failures("SendMessageBatch", &body)
+            failures("SendMessageBatch", &body, None).map(drop)
         }
     }
 
@@ -152,15 +161,20 @@ impl Session for SqsSession {
         Ok(reply.messages.into_iter().map(|m| m.receipt_handle).collect())
     }
 
-    async fn delete(&mut self, handles: Vec<String>) -> Result<(), LoadError> {
+    async fn delete(&mut self, handles: Vec<String>) -> Result<u64, LoadError> {
         let url = self.queue_url.clone();
         if handles.len() == 1 {
-            self.call("DeleteMessage", json!({ "QueueUrl": url, "ReceiptHandle": handles[0] })).await.map(drop)
+            match self.call("DeleteMessage", json!({ "QueueUrl": url, "ReceiptHandle": handles[0] })).await {
+                Ok(_) => Ok(1),
+                Err(e) if e.0.contains(LEASE_LOST) => Ok(0),
+                Err(e) => Err(e),
+            }
         } else {
             let entries: Vec<_> =
                 handles.iter().enumerate().map(|(i, h)| json!({ "Id": i.to_string(), "ReceiptHandle": h })).collect();
             let body = self.call("DeleteMessageBatch", json!({ "QueueUrl": url, "Entries": entries })).await?;
-            no_failures("DeleteMessageBatch", &body)
+            let lost = failures("DeleteMessageBatch", &body, Some(LEASE_LOST))?;
+            Ok(handles.len() as u64 - lost)
         }
     }
 }

@@ -124,25 +124,23 @@ async fn run_connection<S: Session>(
             recorder.empty_receives += u64::from(count == 0);
         }
         if count > 0 {
-            session.delete(handles).await?;
+            let deleted = session.delete(handles).await?;
             let deleted_at = Instant::now();
             if in_window(deleted_at) {
                 recorder.record("delete", deleted_at - received_at);
-                recorder.acked += count;
+                recorder.acked += deleted;
+                recorder.lost_leases += count - deleted.min(count);
             }
         }
         if received_at >= next_reclaim {
             next_reclaim = received_at + RECLAIM_EVERY;
             let began = Instant::now();
             if let Some(reclaimed) = session.reclaim().await? {
-                let found = reclaimed.len() as u64;
-                if found > 0 {
-                    session.delete(reclaimed).await?;
-                }
+                let deleted = if reclaimed.is_empty() { 0 } else { session.delete(reclaimed).await? };
                 let done = Instant::now();
                 if in_window(done) {
                     recorder.record("reclaim", done - began);
-                    recorder.acked += found;
+                    recorder.acked += deleted;
                 }
             }
         }
@@ -174,8 +172,8 @@ mod tests {
             let n = max.min(queue.len());
             Ok(queue.drain(..n).collect())
         }
-        async fn delete(&mut self, _handles: Vec<u32>) -> Result<(), LoadError> {
-            Ok(())
+        async fn delete(&mut self, handles: Vec<u32>) -> Result<u64, LoadError> {
+            Ok(handles.len() as u64)
         }
     }
 
