@@ -9,6 +9,10 @@ cargo bench -p leaseq-bench --no-run
 cargo test -p leaseq-bench
 cargo run --release -p leaseq-bench -- --help > /dev/null
 cargo run --release -p leaseq-bench -- run --smoke --json target/leaseq-bench-smoke.json
+# The independent-cycles scenario on all three queues (engine, full-contract
+# and lean baselines) must report against both baselines.
+grep -q "vs lean baseline" target/leaseq-bench-smoke.json
+grep -q "vs full-contract baseline" target/leaseq-bench-smoke.json
 # The smoke run three times over: the page, its table of targets across runs,
 # and a section as if from another machine.
 cargo run --release -p leaseq-bench -- report --json target/leaseq-bench-smoke.json \

@@ -8,6 +8,7 @@
 //!
 //! `cycle N`: one thread, N times send, receive(1), ack (16-byte payload);
 //! `baseline-cycle N`: the same on the Mutex baseline.
+//! `lean-cycle N`: the same on the lean baseline (`Instant` clock).
 //! `expiry N`: N leases in flight expire at one deadline (`ManualClock`); the
 //! fill and the firing are repeated 5 times and the firing timed.
 //! `expiry-rounds N`: one queue, N leases leased and expired 200 times over.
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use leaseq::{Engine, ManualClock, QueueConfig, ReceiveOptions, SystemClock};
-use leaseq_bench::BaselineQueue;
+use leaseq_bench::{BaselineQueue, LeanQueue};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -59,6 +60,18 @@ fn main() {
             }
             println!("{:.1} ns per cycle", started.elapsed().as_nanos() as f64 / n as f64);
         }
+        "lean-cycle" => {
+            let q = LeanQueue::new(SystemClock::std(), 1 << 20, Duration::from_secs(600));
+            let mut out = Vec::with_capacity(1);
+            let started = Instant::now();
+            for _ in 0..n {
+                q.send(body.clone()).expect("room");
+                out.clear();
+                q.receive_into(1, &mut out);
+                assert!(q.ack(&out[0].receipt), "held lease");
+            }
+            println!("{:.1} ns per cycle", started.elapsed().as_nanos() as f64 / n as f64);
+        }
         "expiry" => timed_expiry(n, &body, false),
         "expiry-rounds" => {
             // One queue, N leases expiring at one deadline, 200 times over:
@@ -78,7 +91,7 @@ fn main() {
         "expiry-shuffled" => timed_expiry(n, &body, true),
         "expiry-wheel" => timed_wheel_expiry(n, &body),
         other => eprintln!(
-            "unknown mode '{other}': use cycle, baseline-cycle, expiry, expiry-rounds, expiry-shuffled or expiry-wheel"
+            "unknown mode '{other}': use cycle, baseline-cycle, lean-cycle, expiry, expiry-rounds, expiry-shuffled or expiry-wheel"
         ),
     }
 }

@@ -31,7 +31,7 @@ RUN (default):
     --full          the documented full run (minutes; default)
     --smoke         a few seconds, tiny sizes: proves every scenario still runs (CI)
     --json PATH     where to write every figure (default target/leaseq-bench.json)
-    --only LIST     comma-separated subset of: scaling,throughput,latency,expiry,extension,memory
+    --only LIST     comma-separated subset of: scaling,cycles,throughput,latency,expiry,extension,memory
     --loads LIST    throughput configurations P:C:B:S (producers, consumers, batch, payload bytes),
                     comma-separated (full default: 1:1:1:16,1:1:10:16,2:2:10:256,1:1:10:4096)
     --threads LIST  thread counts of the scaling scenario (full default: 1,2,4)
@@ -41,6 +41,9 @@ RUN (default):
 
     Scenarios:
     scaling     full cycles (send, receive, ack; 16-byte payloads), 1/2/4 threads, one shard each
+    cycles      independent cycles (each thread send, receive, ack on one shared queue; 16 B,
+                600 s lease), 1 and 2 threads, on the engine, the full-contract baseline and the
+                lean baseline (parking_lot Mutex, no statistics, no receipt tag)
     throughput  P producers, C consumers, batch B, payload S, for a fixed time
     latency     open loop at half the engine's measured saturation rate; HdrHistogram
                 percentiles from the intended send time (no coordinated omission)

@@ -294,6 +294,12 @@ fn page(run: &Value, earlier: &[Value], charts: &[&str], elsewhere: &[Elsewhere]
         s,
         "- **scaling**: T threads, each a loop of send, receive(1), ack of one 16-byte message; the engine's queue \
          has T shards (each thread's home shard; receive steals from the others when its own is empty).\n\
+         - **cycles**: independent cycles: T threads (1, 2) each loop send, receive(1), ack of its own 16-byte \
+         message on one shared queue with a 600 s lease (the engine's queue with its default shards, one per core), \
+         on the engine, the full-contract baseline and the lean baseline (`bench/src/lean_baseline.rs`: a \
+         `parking_lot::Mutex` over a slab with generations, a `VecDeque` of ready slots and a `BinaryHeap` of \
+         deadlines cancelled lazily by generation; no statistics, no receipt tag, expiry applied on receive), the \
+         three taking turns in every trial; each row names the baseline its ratio is against.\n\
          - **throughput**: P producer threads send (batch B via `send_batch`), C consumer threads receive up to B \
          and ack (`ack_batch` for B > 1) for a fixed time; capacity 65536 messages, producers yield when full.\n\
          - **latency**: open loop; one producer sends on a fixed schedule at half the engine's measured 1P/1C \

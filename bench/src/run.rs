@@ -3,13 +3,14 @@
 
 use std::time::Instant;
 
-use leaseq_bench::{BaselineQueue, EngineSubject};
+use leaseq::SystemClock;
+use leaseq_bench::{BaselineQueue, EngineSubject, LeanQueue};
 use serde_json::json;
 
 use crate::results::{Better, Results, header};
-use crate::scenario::{self, Profile, expiry, extension, latency, memory, scaling, stalls, throughput};
+use crate::scenario::{self, Profile, cycles, expiry, extension, latency, memory, scaling, stalls, throughput};
 
-const SCENARIOS: [&str; 6] = ["scaling", "throughput", "latency", "expiry", "extension", "memory"];
+const SCENARIOS: [&str; 7] = ["scaling", "cycles", "throughput", "latency", "expiry", "extension", "memory"];
 
 pub(crate) fn main(args: &[String]) -> Result<(), String> {
     let mut profile = if args.iter().any(|a| a == "--smoke") { Profile::smoke() } else { Profile::full() };
@@ -58,6 +59,9 @@ pub(crate) fn main(args: &[String]) -> Result<(), String> {
     let wants = |s: &str| only.iter().any(|o| o == s);
     if wants("scaling") {
         run_scaling(&profile, &mut results);
+    }
+    if wants("cycles") {
+        run_cycles(&profile, &mut results);
     }
     if wants("throughput") {
         run_throughput(&profile, &mut results);
@@ -183,6 +187,65 @@ fn run_scaling(profile: &Profile, results: &mut Results) {
         }
     }
     results.detail("scaling", json!({"payload_bytes": 16, "cores": cores, "points": points}));
+}
+
+/// Independent cycles at 1 and 2 threads (those of `--threads` up to 2) on
+/// the engine, the full-contract baseline and the lean baseline, the three
+/// alternating in each trial; at one thread once more with both baselines on
+/// the engine's clock.
+fn run_cycles(profile: &Profile, results: &mut Results) {
+    type Lean = LeanQueue<SystemClock>;
+    let mut points = Vec::new();
+    let counts: Vec<usize> = profile.threads.iter().copied().filter(|&t| t <= 2).collect();
+    let same_clock_runs = counts.contains(&1).then_some((1, true));
+    for (threads, same_clock) in counts.iter().map(|&t| (t, false)).chain(same_clock_runs) {
+        let d = profile.duration;
+        let runs = scenario::alternate_each(
+            profile.trials,
+            &mut [
+                &mut || cycles::independent::<EngineSubject>(threads, d, same_clock),
+                &mut || cycles::independent::<BaselineQueue>(threads, d, same_clock),
+                &mut || cycles::independent::<Lean>(threads, d, same_clock),
+            ],
+        );
+        let rate = |i: usize| scenario::median(&runs[i].iter().map(|c| c.per_s).collect::<Vec<_>>());
+        let cpu = |i: usize| scenario::median(&runs[i].iter().map(|c| c.cpu_ns_per_cycle).collect::<Vec<_>>());
+        let (engine, full, lean) = (rate(0), rate(1), rate(2));
+        let (engine_cpu, full_cpu, lean_cpu) = (cpu(0), cpu(1), cpu(2));
+        let note = if same_clock { ", baselines on the engine's clock" } else { "" };
+        for (against, rate, cpu) in [("full-contract baseline", full, full_cpu), ("lean baseline", lean, lean_cpu)] {
+            let who = format!("{threads} thread(s){note}, vs {against}");
+            results.row("cycles", format!("independent cycles, {who}"), "cycles/s", engine, Some(rate), Better::Higher);
+            results.row("cycles", format!("CPU time per cycle, {who}"), "ns", engine_cpu, Some(cpu), Better::Lower);
+        }
+        let samples = |i: usize| runs[i].iter().map(|c| c.per_s).collect::<Vec<_>>();
+        points.push(json!({"threads": threads, "baselines_on_engine_clock": same_clock,
+                           "engine": engine, "baseline": full, "lean": lean,
+                           "engine_cpu_ns_per_cycle": engine_cpu, "baseline_cpu_ns_per_cycle": full_cpu,
+                           "lean_cpu_ns_per_cycle": lean_cpu,
+                           "engine_trials": samples(0), "baseline_trials": samples(1), "lean_trials": samples(2)}));
+        let required = if threads == 1 { 1.2 } else { 3.0 };
+        let clock = if same_clock { " (lean on the engine's clock)" } else { "" };
+        results.target(
+            &format!("independent cycles, {threads} thread(s): engine/lean{clock}"),
+            if threads == 1 { ">= 1.2x" } else { ">= 3x" },
+            format!(
+                "{:.2}x ({:.2} M/s vs {:.2} M/s; CPU per cycle {:.0} vs {:.0} ns)",
+                engine / lean,
+                engine / 1e6,
+                lean / 1e6,
+                engine_cpu,
+                lean_cpu
+            ),
+            engine >= required * lean,
+        );
+    }
+    results.detail(
+        "cycles",
+        json!({"payload_bytes": 16, "lease_s": cycles::LEASE.as_secs(), "points": points,
+               "method": "each thread loops send, receive(1), ack on one shared queue; engine, full-contract \
+                          baseline and lean baseline alternate in every trial"}),
+    );
 }
 
 fn run_throughput(profile: &Profile, results: &mut Results) {

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use leaseq::{Delivery, Engine, ManualClock, QueueConfig, Receipt, ReceiveOptions, SystemClock};
 
 use crate::baseline::{BaselineDelivery, BaselineQueue, BaselineReceipt};
+use crate::lean_baseline::{LeanDelivery, LeanQueue, LeanReceipt};
 
 /// How to build a queue for one scenario.
 #[derive(Debug, Clone)]
@@ -255,5 +256,96 @@ impl Subject for BaselineQueue {
 
     fn now(&self) -> u64 {
         BaselineQueue::now(self)
+    }
+}
+
+/// What the independent-cycles workload needs of a queue: send, receive into
+/// a reused buffer with the default lease, ack. The engine and the
+/// full-contract baseline provide it through [`Subject`]; the lean baseline,
+/// which has nothing else, provides only this.
+pub trait CycleQueue: Send + Sync + 'static {
+    /// What a receive hands out.
+    type Delivery: Send;
+    /// What ack takes.
+    type Receipt;
+
+    /// `engine`, `baseline` or `lean`.
+    const NAME: &'static str;
+
+    /// Builds one.
+    fn build(setup: &Setup) -> Self;
+    /// Sends one message; false when the queue is full.
+    fn send(&self, payload: Bytes) -> bool;
+    /// Appends up to `max` to `out` with the default lease; how many.
+    fn receive_into(&self, max: usize, out: &mut Vec<Self::Delivery>) -> usize;
+    /// The receipt of a delivery.
+    fn receipt(delivery: &Self::Delivery) -> &Self::Receipt;
+    /// Acks; true when accepted.
+    fn ack(&self, receipt: &Self::Receipt) -> bool;
+}
+
+impl<S: Subject> CycleQueue for S {
+    type Delivery = S::Delivery;
+    type Receipt = S::Receipt;
+    const NAME: &'static str = S::NAME;
+
+    fn build(setup: &Setup) -> Self {
+        S::build(setup)
+    }
+
+    #[inline]
+    fn send(&self, payload: Bytes) -> bool {
+        Subject::send(self, payload)
+    }
+
+    #[inline]
+    fn receive_into(&self, max: usize, out: &mut Vec<Self::Delivery>) -> usize {
+        Subject::receive_into(self, max, out)
+    }
+
+    #[inline]
+    fn receipt(delivery: &Self::Delivery) -> &Self::Receipt {
+        S::receipt(delivery)
+    }
+
+    #[inline]
+    fn ack(&self, receipt: &Self::Receipt) -> bool {
+        Subject::ack(self, receipt)
+    }
+}
+
+/// The lean baseline on the system clock: `Instant`, as a hand-written queue
+/// would read it, or with `baseline_on_engine_clock` the engine's own
+/// `SystemClock` (the time-stamp counter where the engine uses it). The
+/// workload runs on real time only, so a manual clock in `Setup` is refused.
+impl CycleQueue for LeanQueue<SystemClock> {
+    type Delivery = LeanDelivery;
+    type Receipt = LeanReceipt;
+    const NAME: &'static str = "lean";
+
+    fn build(setup: &Setup) -> Self {
+        assert!(setup.clock.is_none(), "the lean baseline's cycles run on the system clock");
+        let clock = if setup.baseline_on_engine_clock { SystemClock::new() } else { SystemClock::std() };
+        LeanQueue::new(clock, setup.capacity, setup.visibility)
+    }
+
+    #[inline]
+    fn send(&self, payload: Bytes) -> bool {
+        LeanQueue::send(self, payload).is_ok()
+    }
+
+    #[inline]
+    fn receive_into(&self, max: usize, out: &mut Vec<LeanDelivery>) -> usize {
+        LeanQueue::receive_into(self, max, out)
+    }
+
+    #[inline]
+    fn receipt(delivery: &LeanDelivery) -> &LeanReceipt {
+        &delivery.receipt
+    }
+
+    #[inline]
+    fn ack(&self, receipt: &LeanReceipt) -> bool {
+        LeanQueue::ack(self, receipt)
     }
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+pub(crate) mod cycles;
 pub(crate) mod expiry;
 pub(crate) mod extension;
 pub(crate) mod latency;
@@ -122,6 +123,21 @@ pub(crate) fn alternate(trials: usize, mut engine: impl FnMut() -> f64, mut base
         b.push(baseline());
     }
     Trials { engine: median(&e), baseline: median(&b), engine_samples: e, baseline_samples: b }
+}
+
+/// Runs each of `subjects` once per trial, `trials` times, the first of
+/// each trial rotating (so none always runs first, straight after another's
+/// threads): every sample of each, in trial order.
+pub(crate) fn alternate_each<T>(trials: usize, subjects: &mut [&mut dyn FnMut() -> T]) -> Vec<Vec<T>> {
+    let n = subjects.len();
+    let mut samples: Vec<Vec<T>> = subjects.iter().map(|_| Vec::new()).collect();
+    for trial in 0..trials.max(1) {
+        for k in 0..n {
+            let i = (trial + k) % n;
+            samples[i].push(subjects[i]());
+        }
+    }
+    samples
 }
 
 /// The figures of alternating trials.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use leaseq_bench::{Setup, Subject};
+use leaseq_bench::{CycleQueue, Setup};
 
 use super::payload;
 
@@ -29,9 +29,15 @@ fn thread_cpu_ns() -> Option<u64> {
 /// Full cycles of `threads` threads, each a home shard of the engine's queue
 /// (the others reachable by stealing). `same_clock` gives the baseline the
 /// engine's clock (see `Setup::baseline_on_engine_clock`).
-pub(crate) fn full_cycles<S: Subject>(threads: usize, duration: Duration, same_clock: bool) -> Cycles {
+pub(crate) fn full_cycles<S: CycleQueue>(threads: usize, duration: Duration, same_clock: bool) -> Cycles {
     let setup = Setup { shards: threads, capacity: 1 << 16, baseline_on_engine_clock: same_clock, ..Setup::default() };
-    let queue = Arc::new(S::build(&setup));
+    cycles_on::<S>(&setup, threads, duration)
+}
+
+/// `threads` threads on one queue built from `setup`, each looping send,
+/// receive(1), ack of its own 16-byte message for `duration`.
+pub(crate) fn cycles_on<S: CycleQueue>(setup: &Setup, threads: usize, duration: Duration) -> Cycles {
+    let queue = Arc::new(S::build(setup));
     let stop = Arc::new(AtomicBool::new(false));
     let total = Arc::new(AtomicU64::new(0));
     let cpu = Arc::new(AtomicU64::new(0));
