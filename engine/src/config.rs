@@ -99,6 +99,14 @@ pub struct QueueConfig {
     pub max_payload: usize,
     /// Shard count; `None` takes the engine's default (one per core).
     pub shards: Option<usize>,
+    /// How long a message may stay on the queue, counted from when it
+    /// arrived here (its send, or its move here by dead-letter or redrive);
+    /// `None` keeps messages until they are acked. A ready or delayed
+    /// message past it is dropped and counted
+    /// (`QueueStats::retention_dropped`), never delivered again; one in
+    /// flight keeps its lease (its ack still works) and is dropped when the
+    /// lease ends without one. See `Queue::set_retention` to change it later.
+    pub retention: Option<Duration>,
 }
 
 impl Default for QueueConfig {
@@ -115,6 +123,7 @@ impl Default for QueueConfig {
             max_messages: 1 << 20,
             max_payload: 256 * 1024,
             shards: None,
+            retention: None,
         }
     }
 }
@@ -200,6 +209,13 @@ impl QueueConfig {
     #[must_use = "a setter returns the changed config"]
     pub fn shards(mut self, shards: usize) -> Self {
         self.shards = Some(shards);
+        self
+    }
+
+    /// Sets [`retention`](Self::retention) to `Some(retention)`.
+    #[must_use = "a setter returns the changed config"]
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.retention = Some(retention);
         self
     }
 }
@@ -298,8 +314,26 @@ impl QueueConfig {
                 return Err(invalid("shards", format!("must be in 1..={MAX_SHARDS}")));
             }
         }
+        if let Some(retention) = self.retention {
+            validate_retention(retention)?;
+        }
         Ok(())
     }
+}
+
+/// Checks a retention period: above zero, at most one year.
+///
+/// # Errors
+///
+/// `Error::InvalidConfig` naming `retention`.
+pub(crate) fn validate_retention(retention: Duration) -> Result<(), Error> {
+    if retention.is_zero() {
+        return Err(invalid("retention", "must be above zero (None keeps messages until acked)"));
+    }
+    if retention > MAX_DURATION_SETTING {
+        return Err(invalid("retention", format!("is {retention:?}, above the limit of one year")));
+    }
+    Ok(())
 }
 
 /// Checks a queue name: 1 to 80 ASCII letters, digits, `-` or `_`.
@@ -352,6 +386,8 @@ mod tests {
             (base.clone().shards(0), "shards"),
             (base.clone().shards(MAX_SHARDS + 1), "shards"),
             (base.clone().max_delay(Duration::MAX), "max_delay"),
+            (base.clone().retention(Duration::ZERO), "retention"),
+            (base.clone().retention(MAX_DURATION_SETTING + Duration::from_secs(1)), "retention"),
             (base.clone().backoff(Backoff::Fixed(Duration::from_secs(3600))), "backoff"),
             (
                 base.clone().backoff(Backoff::Exponential {

@@ -313,7 +313,8 @@ impl Engine {
         if let Some(journal) = &self.inner.shared.journal {
             // Durable before the queue exists, so every record of its
             // messages follows it in the log.
-            let record = Record::QueueCreated { queue: ordinal, name: name.to_string(), config: config.clone() };
+            let record =
+                Record::QueueCreated { queue: ordinal, name: name.to_string(), config: Box::new(config.clone()) };
             journal.commit_now(record).map_err(|failure| Error::storage(failure, None))?;
         }
         Ok(self.insert_queue(name, ordinal, config, dead_letter))

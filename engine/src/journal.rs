@@ -68,20 +68,24 @@ pub enum SyncPolicy {
 #[derive(Clone, PartialEq)]
 pub(crate) enum Record {
     /// A queue was created.
-    QueueCreated { queue: u32, name: String, config: QueueConfig },
+    QueueCreated { queue: u32, name: String, config: Box<QueueConfig> },
     /// A queue and all its messages were deleted.
     QueueDeleted { queue: u32 },
-    /// A message arrived by a send. `deliver_at` is the Unix time in
-    /// nanoseconds at which a delayed message matures, 0 for none.
-    Sent { queue: u32, id: u64, deliver_at: u64, payload: Bytes },
+    /// A message arrived by a send at `at` (Unix nanoseconds; 0 in records
+    /// written before arrival times were logged). `deliver_at` is the Unix
+    /// time in nanoseconds at which a delayed message matures, 0 for none.
+    Sent { queue: u32, id: u64, at: u64, deliver_at: u64, payload: Bytes },
     /// A receive raised the message's delivery count on its queue to `count`.
     Received { queue: u32, id: u64, count: u32 },
     /// The message left its queue for good (ack, purge).
     Gone { queue: u32, id: u64 },
     /// The message moved from `from` to `to` (dead-letter or redrive) with a
     /// delivery count of zero there, `carried` deliveries behind it, and the
-    /// dead-letter record if it was dead-lettered.
-    Moved { from: u32, to: u32, id: u64, carried: u32, dead_letter: Option<StdArc<DeadLetterRecord>> },
+    /// dead-letter record if it was dead-lettered, at `at` (Unix nanoseconds,
+    /// as for `Sent`).
+    Moved { from: u32, to: u32, id: u64, at: u64, carried: u32, dead_letter: Option<StdArc<DeadLetterRecord>> },
+    /// The queue's retention period changed (`Queue::set_retention`).
+    RetentionSet { queue: u32, retention: Option<std::time::Duration> },
     /// No message id at or above `below` has been handed out.
     IdsReserved { below: u64 },
 }
@@ -91,14 +95,15 @@ impl fmt::Debug for Record {
         match self {
             Record::QueueCreated { queue, name, .. } => write!(f, "QueueCreated({queue}, {name:?})"),
             Record::QueueDeleted { queue } => write!(f, "QueueDeleted({queue})"),
-            Record::Sent { queue, id, deliver_at, payload } => {
-                write!(f, "Sent({queue}, {id}, at {deliver_at}, {} bytes)", payload.len())
+            Record::Sent { queue, id, at, deliver_at, payload } => {
+                write!(f, "Sent({queue}, {id}, at {at}, deliver at {deliver_at}, {} bytes)", payload.len())
             }
             Record::Received { queue, id, count } => write!(f, "Received({queue}, {id}, count {count})"),
             Record::Gone { queue, id } => write!(f, "Gone({queue}, {id})"),
-            Record::Moved { from, to, id, carried, dead_letter } => {
-                write!(f, "Moved({from} -> {to}, {id}, carried {carried}, record {})", dead_letter.is_some())
+            Record::Moved { from, to, id, at, carried, dead_letter } => {
+                write!(f, "Moved({from} -> {to}, {id}, at {at}, carried {carried}, record {})", dead_letter.is_some())
             }
+            Record::RetentionSet { queue, retention } => write!(f, "RetentionSet({queue}, {retention:?})"),
             Record::IdsReserved { below } => write!(f, "IdsReserved(below {below})"),
         }
     }

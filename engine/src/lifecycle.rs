@@ -54,6 +54,10 @@ const SWEEP_SLACK: usize = 1024;
 #[derive(Debug)]
 pub(crate) struct Arrival {
     pub(crate) id: Option<MessageId>,
+    /// When it arrived on this queue (engine time), if before now: a message
+    /// restored from the log keeps its arrival time, which the queue's
+    /// retention counts from.
+    pub(crate) arrived_at: Option<u64>,
     pub(crate) payload: Bytes,
     pub(crate) lifetime_deliveries: u32,
     pub(crate) history: Option<Box<History>>,
@@ -64,15 +68,17 @@ pub(crate) struct Arrival {
 }
 
 impl Arrival {
-    /// A user's send.
-    pub(crate) fn sent(payload: Bytes, deliver_at: u64) -> Self {
+    /// A user's send at Unix time `at`, maturing at `deliver_at` (both
+    /// only logged, so 0 on an in-memory engine).
+    pub(crate) fn sent(payload: Bytes, at: u64, deliver_at: u64) -> Self {
         Arrival {
             id: None,
+            arrived_at: None,
             payload,
             lifetime_deliveries: 0,
             history: None,
             delivery_count: 0,
-            origin: Origin::Send { deliver_at },
+            origin: Origin::Send { at, deliver_at },
         }
     }
 }
@@ -81,9 +87,9 @@ impl Arrival {
 /// records for it (docs/durability.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Origin {
-    /// A user's send; `deliver_at` is the Unix time in nanoseconds it
-    /// matures at (0: at once).
-    Send { deliver_at: u64 },
+    /// A user's send at Unix time `at` (nanoseconds); `deliver_at` is the
+    /// Unix time it matures at (0: at once).
+    Send { at: u64, deliver_at: u64 },
     /// Moved here from queue `from` (dead-letter, redrive).
     Moved { from: u32 },
     /// Restored from the log when a durable engine opened: already recorded.
@@ -98,6 +104,8 @@ pub(crate) struct Staged<'s> {
     slot: &'s Slot,
     pub(crate) id: MessageId,
     delay: u64,
+    /// When it arrived here (engine time): its `sent_at`.
+    arrived_at: u64,
 }
 
 /// How an attempt failed.
@@ -139,10 +147,11 @@ impl QueueCore {
     pub(crate) fn send_one(&self, payload: Bytes, delay: u64, now: u64) -> Result<MessageId, Error> {
         self.check_send(&payload)?;
         let Some(journal) = self.journal() else {
-            let arrival = Arrival::sent(payload, 0);
+            let arrival = Arrival::sent(payload, 0, 0);
             return self.accept(arrival, delay, now).map_err(|arrival| self.full(arrival.payload));
         };
-        let arrival = Arrival::sent(payload, crate::journal::deliver_at(self.engine.clock.unix_now(), delay));
+        let unix_now = self.engine.clock.unix_now();
+        let arrival = Arrival::sent(payload, unix_now, crate::journal::deliver_at(unix_now, delay));
         if journal.policy != SyncPolicy::Always {
             return self.accept(arrival, delay, now).map_err(|arrival| self.full(arrival.payload));
         }
@@ -170,9 +179,10 @@ impl QueueCore {
         };
         let mut results = Vec::new();
         let mut staged = Vec::new();
+        let unix_now = self.engine.clock.unix_now();
         for payload in payloads {
             let result = self.check_send(&payload).and_then(|()| {
-                self.stage(Arrival::sent(payload, 0), 0, now).map_err(|arrival| self.full(arrival.payload))
+                self.stage(Arrival::sent(payload, unix_now, 0), 0, now).map_err(|arrival| self.full(arrival.payload))
             });
             match result {
                 Ok(message) => {
@@ -229,7 +239,8 @@ impl QueueCore {
     }
 
     /// Places a message in a free slot (home shard first), or hands it back
-    /// if every shard is full.
+    /// if every shard is full (after dropping what outlived the retention,
+    /// which may make room).
     pub(crate) fn accept(&self, arrival: Arrival, delay: u64, now: u64) -> Result<MessageId, Arrival> {
         let staged = self.stage(arrival, delay, now)?;
         let id = staged.id;
@@ -241,12 +252,19 @@ impl QueueCore {
     /// publishing it, and hands its record to the journal; hands the message
     /// back if every shard is full.
     pub(crate) fn stage(&self, arrival: Arrival, delay: u64, now: u64) -> Result<Staged<'_>, Arrival> {
-        for index in self.ring.walk() {
-            let shard = &self.shards[index];
-            if let Some((index, slot)) = shard.slab.allocate() {
-                let id = arrival.id.unwrap_or_else(|| shard.next_id(&self.engine.id_blocks, self.journal()));
-                self.fill(slot, id, arrival, delay, now);
-                return Ok(Staged { shard, index, slot, id, delay });
+        for pass in 0..2 {
+            for index in self.ring.walk() {
+                let shard = &self.shards[index];
+                if let Some((index, slot)) = shard.slab.allocate() {
+                    let id = arrival.id.unwrap_or_else(|| shard.next_id(&self.engine.id_blocks, self.journal()));
+                    let arrived_at = arrival.arrived_at.unwrap_or(now);
+                    self.fill(slot, id, arrival, delay, now);
+                    return Ok(Staged { shard, index, slot, id, delay, arrived_at });
+                }
+            }
+            // Full: messages past the retention hold room nobody may use.
+            if pass == 1 || self.drop_past_retention(now) == 0 {
+                break;
             }
         }
         Err(arrival)
@@ -271,13 +289,18 @@ impl QueueCore {
     fn fill(&self, slot: &Slot, id: MessageId, arrival: Arrival, delay: u64, now: u64) {
         if let Some(journal) = self.journal() {
             let record = match arrival.origin {
-                Origin::Send { deliver_at } => {
-                    Some(Record::Sent { queue: self.ordinal, id: id.0, deliver_at, payload: arrival.payload.clone() })
-                }
+                Origin::Send { at, deliver_at } => Some(Record::Sent {
+                    queue: self.ordinal,
+                    id: id.0,
+                    at,
+                    deliver_at,
+                    payload: arrival.payload.clone(),
+                }),
                 Origin::Moved { from } => Some(Record::Moved {
                     from,
                     to: self.ordinal,
                     id: id.0,
+                    at: self.engine.clock.unix_now(),
                     carried: arrival.lifetime_deliveries,
                     dead_letter: arrival.history.as_ref().and_then(|h| h.dead_letter.clone()),
                 }),
@@ -304,9 +327,10 @@ impl QueueCore {
 
     /// The second half of send: publishes a staged message.
     pub(crate) fn publish_staged(&self, staged: Staged<'_>, now: u64) {
-        let Staged { shard, index, slot, delay, .. } = staged;
-        // A statistic, published with the lease word below.
-        slot.set_sent_at(now);
+        let Staged { shard, index, slot, delay, arrived_at, .. } = staged;
+        // A statistic and the retention's start, published with the lease
+        // word below.
+        slot.set_sent_at(arrived_at);
         let published = next::sent(slot.lease.load(), delay > 0);
         slot.reset_late_calls(published.generation());
         // Counted before the publish (see the module invariant): one counter,
@@ -367,6 +391,10 @@ impl QueueCore {
             return None;
         }
         let claim = slot.lease.try_claim_ready(word.generation()).ok()?;
+        if self.past_retention(slot, now) {
+            self.discard(shard, entry.slot, slot, claim, Counter::RetentionDropped);
+            return None;
+        }
         let deadline = now.saturating_add(visibility);
         let published = next::received(claim.before());
         // SAFETY: we hold the claim.
@@ -448,13 +476,22 @@ impl QueueCore {
     }
 
     /// Why attempt `generation` does not hold its lease: `Expired` if its
-    /// lease ran out and nobody received the message since, else `Stale`.
-    fn why_not_held(slot: &Slot, generation: u64) -> LeaseError {
+    /// lease ran out and nobody received the message since, else `Stale`
+    /// (also when the message has outlived the retention since: it is gone,
+    /// whether or not anything has dropped it yet).
+    fn why_not_held(&self, slot: &Slot, generation: u64, now: u64) -> LeaseError {
         let word = slot.lease.load_settled();
         let expired_here = matches!(word.phase(), Phase::Ready | Phase::Delayed)
             && word.after_expiry()
             && word.generation() == next_generation(generation);
-        if expired_here { LeaseError::Expired } else { LeaseError::Stale }
+        let retention = self.retention.load(Ordering::Relaxed);
+        let gone = || {
+            retention != 0
+                && slot
+                    .waiting_sent_at()
+                    .is_some_and(|(seen, sent_at)| seen == word && now >= sent_at.saturating_add(retention))
+        };
+        if expired_here && !gone() { LeaseError::Expired } else { LeaseError::Stale }
     }
 
     // ----- ack ---------------------------------------------------------------
@@ -510,6 +547,12 @@ impl QueueCore {
                 Ok(())
             }
             Err(_) => match slot.lease.try_claim_expired_attempt(receipt.generation) {
+                Ok(claim) if self.past_retention(slot, now) => {
+                    // Gone (see `why_not_held`): dropped now, the ack is stale.
+                    self.discard(shard, receipt.slot, slot, claim, Counter::RetentionDropped);
+                    shard.stats.add(Counter::StaleAcks, 1);
+                    Err(LeaseError::Stale)
+                }
                 Ok(claim) => {
                     if reject_late {
                         claim.revert();
@@ -607,7 +650,7 @@ impl QueueCore {
         };
         let claim = match slot.lease.try_claim_in_flight(receipt.generation) {
             Ok(claim) => claim,
-            Err(_) => return refuse(Self::why_not_held(slot, receipt.generation)),
+            Err(_) => return refuse(self.why_not_held(slot, receipt.generation, now)),
         };
         // SAFETY: we hold the claim.
         let (deadline, received_at) = unsafe { slot.body(|body| (body.deadline, body.received_at)) };
@@ -664,7 +707,7 @@ impl QueueCore {
         let claim = slot
             .lease
             .try_claim_in_flight(receipt.generation)
-            .map_err(|_| Self::why_not_held(slot, receipt.generation))?;
+            .map_err(|_| self.why_not_held(slot, receipt.generation, now))?;
         // SAFETY: we hold the claim.
         let (deadline, count) = unsafe { (slot.body(|body| body.deadline), slot.delivery_count()) };
         if now >= deadline {
@@ -712,6 +755,13 @@ impl QueueCore {
             Failure::Expired => (AttemptOutcome::Expired, DeadLetterReason::Expired, Counter::Expired),
             Failure::Released => (AttemptOutcome::Released, DeadLetterReason::Released, Counter::Released),
         };
+        if self.past_retention(slot, now) {
+            // Outlived the retention while in flight: dropped rather than
+            // made eligible again (or dead-lettered).
+            shard.stats.add(counter, 1);
+            self.discard(shard, index, slot, claim, Counter::RetentionDropped);
+            return false;
+        }
         let attempt =
             AttemptRecord { delivery: count, received_at: Nanos(received_at), ended_at: Nanos(ended_at), outcome };
         if self.config.max_receives.is_some_and(|ceiling| count >= ceiling) {
@@ -777,7 +827,7 @@ impl QueueCore {
         let claim = slot
             .lease
             .try_claim_in_flight(receipt.generation)
-            .map_err(|_| Self::why_not_held(slot, receipt.generation))?;
+            .map_err(|_| self.why_not_held(slot, receipt.generation, now))?;
         // SAFETY: we hold the claim.
         let (count, (deadline, received_at)) =
             unsafe { (slot.delivery_count(), slot.body(|body| (body.deadline, body.received_at))) };
@@ -842,6 +892,7 @@ impl QueueCore {
         let history = History { dead_letter: Some(record), ..History::default() };
         let arrival = Arrival {
             id: Some(MessageId(id)),
+            arrived_at: None,
             payload,
             lifetime_deliveries: lifetime,
             history: Some(Box::new(history)),
@@ -1055,6 +1106,10 @@ impl QueueCore {
             let delay = self.config.backoff.delay_nanos(|| unsafe { Self::claimed_id(slot) }, count);
             return self.fail_attempt(shard, index, slot, claim, ends, now, Failure::Expired, delay, Some(expired));
         }
+        if self.past_retention(slot, now) {
+            self.discard(shard, index, slot, claim, Counter::RetentionDropped);
+            return false;
+        }
         shard.stats.add(Counter::DelayedOut, 1);
         shard.stats.add(Counter::ReadyIn, 1);
         let published = next::matured(claim.before());
@@ -1067,13 +1122,24 @@ impl QueueCore {
 
     /// Removes every message present when it starts: the ready ones through
     /// their ready entries, then delayed and in-flight ones by a slab scan.
+    /// Ready and delayed ones past the retention count as dropped for it,
+    /// not as purged (they were gone already).
     pub(crate) fn purge_all(&self) -> u64 {
+        let now = self.now();
         let mut purged = 0;
+        let mut remove = |shard: &Shard, index: u32, slot: &Slot, claim: Claim<'_>| {
+            let waiting = claim.before().phase() != Phase::InFlight;
+            if waiting && self.past_retention(slot, now) {
+                self.discard(shard, index, slot, claim, Counter::RetentionDropped);
+            } else {
+                self.discard(shard, index, slot, claim, Counter::Purged);
+                purged += 1;
+            }
+        };
         for shard in self.shards.iter() {
             while let Some(entry) = shard.ready.pop() {
                 if let Some((slot, claim)) = Self::claim_entry(shard, entry) {
-                    self.discard(shard, entry.slot, slot, claim, Counter::Purged);
-                    purged += 1;
+                    remove(shard, entry.slot, slot, claim);
                 }
             }
             for index in 0..shard.slab.allocated() {
@@ -1081,12 +1147,61 @@ impl QueueCore {
                     continue;
                 };
                 if let Ok(claim) = slot.lease.try_claim_occupied() {
-                    self.discard(shard, index, slot, claim, Counter::Purged);
-                    purged += 1;
+                    remove(shard, index, slot, claim);
                 }
             }
         }
         purged
+    }
+
+    /// Whether the message in a slot the caller has claimed outlived the
+    /// queue's retention at `now`.
+    #[inline]
+    fn past_retention(&self, slot: &Slot, now: u64) -> bool {
+        let retention = self.retention.load(Ordering::Relaxed);
+        retention != 0 && now >= slot.sent_at().saturating_add(retention)
+    }
+
+    /// Drops every ready or delayed message that outlived the retention at
+    /// `now` (a scan of the slots in use, as `oldest_ready_sent_at`; nothing
+    /// on a queue without one); returns how many. In-flight ones keep their
+    /// lease and are dropped when it ends (`fail_attempt`).
+    pub(crate) fn drop_past_retention(&self, now: u64) -> u64 {
+        let retention = self.retention.load(Ordering::Relaxed);
+        if retention == 0 {
+            return 0;
+        }
+        let mut dropped = 0;
+        for shard in self.shards.iter() {
+            for index in 0..shard.slab.allocated() {
+                let Some(slot) = shard.slab.get(index) else {
+                    continue;
+                };
+                // A first look without a claim: most slots are not due.
+                let Some((word, sent_at)) = slot.waiting_sent_at() else {
+                    continue;
+                };
+                if now < sent_at.saturating_add(retention) {
+                    continue;
+                }
+                let claim = match word.phase() {
+                    Phase::Ready => slot.lease.try_claim_ready(word.generation()),
+                    _ => slot.lease.try_claim_delayed(word.generation()),
+                };
+                let Ok(claim) = claim else {
+                    continue;
+                };
+                // Looked at again under the claim: the message may have
+                // changed between the look and the claim.
+                if self.past_retention(slot, now) {
+                    self.discard(shard, index, slot, claim, Counter::RetentionDropped);
+                    dropped += 1;
+                } else {
+                    claim.revert();
+                }
+            }
+        }
+        dropped
     }
 
     /// Claims the `Ready` message a popped entry names, if the entry is live.
@@ -1103,10 +1218,12 @@ impl QueueCore {
         Some((slot, claim))
     }
 
-    /// purge / moved away: any occupied phase -> `Free(g + 1)`. A purge
-    /// records the message as gone; a move's record was the arrival's.
+    /// purge / retention / moved away: any occupied phase -> `Free(g + 1)`.
+    /// A purge or retention drop records the message as gone; a move's
+    /// record was the arrival's.
     fn discard(&self, shard: &Shard, index: u32, slot: &Slot, claim: Claim<'_>, reason: Counter) {
-        if reason == Counter::Purged && !self.deleted.load(Ordering::Relaxed) {
+        let gone = matches!(reason, Counter::Purged | Counter::RetentionDropped);
+        if gone && !self.deleted.load(Ordering::Relaxed) {
             if let Some(journal) = self.journal() {
                 // SAFETY: we hold the claim.
                 let id = unsafe { Self::claimed_id(slot) };
@@ -1147,6 +1264,10 @@ impl QueueCore {
                 let Some((slot, claim)) = Self::claim_entry(shard, entry) else {
                     continue;
                 };
+                if self.past_retention(slot, now) {
+                    self.discard(shard, entry.slot, slot, claim, Counter::RetentionDropped);
+                    continue;
+                }
                 // SAFETY: we hold the claim.
                 let (id, payload, lifetime) = unsafe {
                     let count = slot.delivery_count();
@@ -1160,6 +1281,7 @@ impl QueueCore {
                 }
                 let arrival = Arrival {
                     id: Some(MessageId(id)),
+                    arrived_at: None,
                     payload,
                     lifetime_deliveries: lifetime,
                     history: None,

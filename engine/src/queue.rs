@@ -3,7 +3,7 @@
 //! Invariant: every public operation validates its input before touching any
 //! slot, so an error leaves the queue as it was; `QueueCore` is immutable
 //! after creation except through atomics (the lease words, counters,
-//! `deleted`), so a `Queue` is cheap to clone and `Send + Sync`.
+//! `deleted`, `retention`), so a `Queue` is cheap to clone and `Send + Sync`.
 
 use std::fmt;
 use std::future::Future;
@@ -24,7 +24,7 @@ use crate::payload::Payload;
 use crate::receipt::{MessageId, Receipt};
 use crate::shard::{Shard, ShardRing, shard_capacity};
 use crate::stats::QueueStats;
-use crate::sync::{Arc, AtomicBool, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
 use crate::waiters::{Registration, Waiters};
 
 /// Limits kept as nanoseconds for the hot paths.
@@ -49,6 +49,12 @@ pub(crate) struct QueueCore {
     pub(crate) waiters: Waiters,
     pub(crate) deleted: AtomicBool,
     pub(crate) dead_letter_log: DeadLetterLog,
+    /// The retention period in nanoseconds, 0 for none (`QueueConfig::
+    /// retention`; `config.retention` is only its value at creation).
+    /// Relaxed everywhere: a setting read on its own, publishing nothing.
+    pub(crate) retention: AtomicU64,
+    /// Held while `set_retention` logs and stores a change.
+    pub(crate) retention_change: crate::sync::Mutex<()>,
 }
 
 impl QueueCore {
@@ -70,6 +76,7 @@ impl QueueCore {
             default_visibility: duration_nanos(config.visibility_timeout),
             max_lease: duration_nanos(config.max_lease),
         };
+        let retention = AtomicU64::new(config.retention.map_or(0, duration_nanos));
         QueueCore {
             name,
             ordinal,
@@ -82,6 +89,16 @@ impl QueueCore {
             waiters,
             deleted: AtomicBool::new(false),
             dead_letter_log: DeadLetterLog::default(),
+            retention,
+            retention_change: crate::sync::Mutex::new(()),
+        }
+    }
+
+    /// The retention period now in force.
+    pub(crate) fn retention(&self) -> Option<Duration> {
+        match self.retention.load(Ordering::Relaxed) {
+            0 => None,
+            nanos => Some(Duration::from_nanos(nanos)),
         }
     }
 
@@ -157,6 +174,11 @@ impl QueueCore {
     pub(crate) fn stats(&self) -> QueueStats {
         let now = self.now();
         self.run_all_timers(now);
+        self.drop_past_retention(now);
+        if let Some(dead_letter) = &self.dead_letter {
+            // Its depth below counts only what it still holds.
+            dead_letter.drop_past_retention(now);
+        }
         let oldest = self.oldest_ready_sent_at().map(|sent| Nanos(now).saturating_since(Nanos(sent)));
         let dead_letter_depth = self.dead_letter.as_ref().map_or(0, |d| d.depth());
         QueueStats::assemble(
@@ -189,10 +211,43 @@ impl Queue {
         &self.core.name
     }
 
-    /// The queue's configuration.
+    /// The queue's configuration, as created (`QueueConfig::max_lease` says
+    /// which defaults follow a lower cap) with the retention now in force
+    /// (`set_retention`).
     #[must_use]
-    pub fn config(&self) -> &QueueConfig {
-        &self.core.config
+    pub fn config(&self) -> QueueConfig {
+        QueueConfig { retention: self.core.retention(), ..self.core.config.clone() }
+    }
+
+    /// Changes the queue's retention (`QueueConfig::retention`); `None` keeps
+    /// messages until they are acked. It applies to the messages already
+    /// here too: those a shorter period leaves past it are dropped (counted
+    /// in `QueueStats::retention_dropped`) as they are next met, and at the
+    /// latest by the next `stats`, `purge` or full-queue send. Durable.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidConfig` (zero, or above one year), `QueueDeleted`, and on a
+    /// durable engine `Storage` when the change could not be logged (then
+    /// nothing changed).
+    pub fn set_retention(&self, retention: Option<Duration>) -> Result<(), Error> {
+        self.core.check_live()?;
+        if let Some(retention) = retention {
+            crate::config::validate_retention(retention)?;
+        }
+        // One change at a time, so the log's order of changes is the order
+        // in which they took effect.
+        let _one_change = crate::sync::lock(&self.core.retention_change);
+        if let Some(journal) = self.core.journal() {
+            let record = crate::journal::Record::RetentionSet { queue: self.core.ordinal, retention };
+            journal.commit_now(record).map_err(|failure| Error::storage(failure, None))?;
+        }
+        // What the old period let run out is gone already, in the contract's
+        // view, even where nothing has met it yet: a longer period must not
+        // bring it back.
+        self.core.drop_past_retention(self.core.now());
+        self.core.retention.store(retention.map_or(0, duration_nanos), Ordering::Relaxed);
+        Ok(())
     }
 
     /// The engine clock's current time (what deadlines are measured on).
@@ -484,7 +539,9 @@ impl Queue {
     }
 
     /// Lease pressure right now. O(shards) plus a scan of the slots in use
-    /// for `oldest_ready_age`; applies due timers first.
+    /// for `oldest_ready_age` (and one more on a queue with a retention, to
+    /// drop what outlived it, here and on the dead-letter queue); applies
+    /// due timers first.
     #[must_use]
     pub fn stats(&self) -> QueueStats {
         self.core.stats()

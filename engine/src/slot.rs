@@ -203,12 +203,18 @@ impl Slot {
     /// store is Release (`Slab::free_all`), after the freeing publish: reading the
     /// link here (Acquire) makes that publish visible to the second look.
     pub(crate) fn ready_sent_at(&self) -> Option<u64> {
+        self.waiting_sent_at().filter(|(word, _)| word.phase() == crate::lease::Phase::Ready).map(|(_, at)| at)
+    }
+
+    /// The lease word and send time of the message here if it is ready or
+    /// delayed (the retention sweep), read as `ready_sent_at` reads them.
+    pub(crate) fn waiting_sent_at(&self) -> Option<(crate::lease::Word, u64)> {
         let before = self.lease.load();
-        if before.phase() != crate::lease::Phase::Ready {
+        if !matches!(before.phase(), crate::lease::Phase::Ready | crate::lease::Phase::Delayed) {
             return None;
         }
         let sent_at = self.sent_at_or_link.load(Ordering::Acquire);
-        (self.lease.load() == before).then_some(sent_at)
+        (self.lease.load() == before).then_some((before, sent_at))
     }
 
     /// The free-list link (Relaxed: see `Slab::pop_free`).

@@ -81,9 +81,11 @@ pub(crate) enum Counter {
     /// Ready messages a redrive left on this queue because they were above
     /// the target queue's `max_payload`.
     RedriveTooLarge,
+    /// Messages dropped because they outlived the queue's retention.
+    RetentionDropped,
 }
 
-const COUNTERS: usize = Counter::RedriveTooLarge as usize + 1;
+const COUNTERS: usize = Counter::RetentionDropped as usize + 1;
 
 /// The distributions each shard keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -377,6 +379,9 @@ pub struct QueueStats {
     /// Ready messages a redrive left on this queue because they were above
     /// the target's `max_payload` (each refusal counts; the message stays).
     pub redrive_too_large: u64,
+    /// Messages dropped because they outlived the queue's retention
+    /// (`QueueConfig::retention`).
+    pub retention_dropped: u64,
     /// The queue's configured default visibility timeout.
     pub visibility_timeout: Duration,
     /// Receive to ack, nanoseconds.
@@ -413,6 +418,7 @@ impl fmt::Debug for QueueStats {
             dead_letter_overflow,
             redriven_out,
             redrive_too_large,
+            retention_dropped,
             visibility_timeout,
             processing_time,
             time_in_queue,
@@ -440,6 +446,7 @@ impl fmt::Debug for QueueStats {
             .field("dead_letter_overflow", dead_letter_overflow)
             .field("redriven_out", redriven_out)
             .field("redrive_too_large", redrive_too_large)
+            .field("retention_dropped", retention_dropped)
             .field("visibility_timeout", visibility_timeout)
             .field("processing_time", &Summary(processing_time))
             .field("time_in_queue", &Summary(time_in_queue))
@@ -506,8 +513,14 @@ impl fmt::Display for QueueStats {
         }
         writeln!(
             f,
-            "dead-lettered {} ({} kept here: dead-letter queue full), purged {}, redriven out {} ({} too large)",
-            self.dead_lettered, self.dead_letter_overflow, self.purged, self.redriven_out, self.redrive_too_large
+            "dead-lettered {} ({} kept here: dead-letter queue full), purged {}, redriven out {} ({} too large), \
+             past retention {}",
+            self.dead_lettered,
+            self.dead_letter_overflow,
+            self.purged,
+            self.redriven_out,
+            self.redrive_too_large,
+            self.retention_dropped
         )?;
         writeln!(f, "processing time (receive to ack): {}", Summary(&self.processing_time))?;
         writeln!(f, "time in queue (send to first receive): {}", Summary(&self.time_in_queue))?;
@@ -560,6 +573,7 @@ impl QueueStats {
             dead_letter_overflow: sums.get(Counter::DeadLetterOverflow),
             redriven_out: sums.get(Counter::RedrivenOut),
             redrive_too_large: sums.get(Counter::RedriveTooLarge),
+            retention_dropped: sums.get(Counter::RetentionDropped),
             visibility_timeout,
             processing_time: histogram(Distribution::Processing),
             time_in_queue: histogram(Distribution::TimeInQueue),

@@ -211,8 +211,10 @@ impl Model {
         self.settle();
     }
 
-    /// Applies every lease expiry and every end of a delay due now, at now.
+    /// Applies every lease expiry and every end of a delay due now, at now,
+    /// after dropping what outlived its queue's retention.
     fn settle(&mut self) {
+        self.drop_past_retention();
         let now = self.now;
         let mut due: Vec<(QueueRef, u64)> = Vec::new();
         for (index, queue) in self.queues.iter().enumerate() {
@@ -247,6 +249,45 @@ impl Model {
                 State::Ready => unreachable!("ready messages are never due"),
             }
         }
+    }
+
+    /// Whether a message arrived on a queue with retention `retention` has
+    /// outlived it now.
+    fn past_retention(&self, retention: Option<Duration>, message: &Message) -> bool {
+        retention.is_some_and(|r| self.now >= message.sent_at.saturating_add(nanos(r)))
+    }
+
+    /// Drops every ready or delayed message that outlived its queue's
+    /// retention (an in-flight one keeps its lease: `fail_attempt` drops it
+    /// when the attempt fails).
+    fn drop_past_retention(&mut self) {
+        for index in 0..self.queues.len() {
+            let retention = self.queues[index].config.retention;
+            let past: Vec<u64> = self.queues[index]
+                .messages
+                .iter()
+                .filter(|(_, m)| m.state != State::InFlight && self.past_retention(retention, m))
+                .map(|(&stay, _)| stay)
+                .collect();
+            let q = &mut self.queues[index];
+            for stay in past {
+                q.messages.remove(&stay);
+                q.unlist_ready(stay);
+                q.counters.retention_dropped += 1;
+            }
+        }
+    }
+
+    /// Changes a queue's retention; what the new period leaves past it goes.
+    pub fn set_retention(&mut self, queue: QueueRef, retention: Option<Duration>) -> Result<(), Error> {
+        self.begin();
+        self.check_live(queue)?;
+        if retention.is_some_and(|r| r.is_zero() || r > crate::validate::YEAR) {
+            return Err(Error::InvalidConfig { field: "retention", reason: String::new() });
+        }
+        self.qm(queue).config.retention = retention;
+        self.drop_past_retention();
+        Ok(())
     }
 
     /// Expiries at the retry ceiling in one instant compete for room on their
@@ -703,6 +744,15 @@ impl Model {
             Failure::Expired => c.expired += 1,
             Failure::Released => c.released += 1,
         };
+        if self.past_retention(q.config.retention, m) {
+            // Outlived the retention while in flight: dropped, not made
+            // eligible again or dead-lettered.
+            let q = self.qm(queue);
+            q.messages.remove(&stay);
+            count(&mut q.counters);
+            q.counters.retention_dropped += 1;
+            return;
+        }
         if at_ceiling {
             if self.move_to_dead_letter(queue, stay, attempt.clone(), reason) {
                 count(&mut self.qm(queue).counters);

@@ -42,6 +42,8 @@ pub struct Counters {
     /// Ready messages a redrive left here because they were above the
     /// target's `max_payload`.
     pub redrive_too_large: u64,
+    /// Messages dropped because they outlived the queue's retention.
+    pub retention_dropped: u64,
 }
 
 /// What `Queue::stats` should report, as the model computes it.

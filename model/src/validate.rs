@@ -105,5 +105,9 @@ pub fn config_rule_broken(config: &QueueConfig) -> Option<Broken> {
     if config.shards.is_some_and(|s| !(1..=SHARD_LIMIT).contains(&s)) {
         return field("shards");
     }
+    // 8. A retention is above zero and at most one year.
+    if config.retention.is_some_and(|r| r.is_zero() || r > YEAR) {
+        return field("retention");
+    }
     None
 }

@@ -23,6 +23,7 @@ fn config() -> ConfigSpec {
         max_messages: None,
         max_payload: None,
         shards: Some(1),
+        retention: None,
         tidy: false,
     }
 }
@@ -185,4 +186,31 @@ fn ids_never_repeat_across_restarts() {
     ops.push(stats(0));
     // Every send's id is checked fresh; sixteen messages drained at the end.
     assert_eq!(check(&ops), 16);
+}
+
+#[test]
+fn retention_counts_from_arrival_across_a_restart() {
+    let kept = ConfigSpec { retention: Some(Span::Secs(10)), ..config() };
+    let ops = [
+        Op::Create { name: A, config: kept },
+        send(0),
+        Op::Advance { by: Span::Secs(4) },
+        send(0),
+        receive(0),
+        Op::Restart,
+        // 9 s after the first send: both still there (the leased one is
+        // ready again).
+        Op::Advance { by: Span::Secs(5) },
+        stats(0),
+        // 10 s: the first goes, the second has 4 s left.
+        Op::Advance { by: Span::Secs(1) },
+        stats(0),
+        Op::Restart,
+        Op::Advance { by: Span::Secs(4) },
+        // Past retention at open or at the next look.
+        Op::Restart,
+        stats(0),
+        receive(0),
+    ];
+    check(&ops);
 }

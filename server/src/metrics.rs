@@ -72,6 +72,7 @@ pub(crate) fn render(registry: &Registry, requests: &RequestCounts) -> String {
             ("dead_lettered", s.dead_lettered),
             ("purged", s.purged),
             ("redriven_out", s.redriven_out),
+            ("retention_dropped", s.retention_dropped),
         ] {
             let _ = writeln!(out, "leaseq_queue_events_total{{queue=\"{name}\",event=\"{event}\"}} {n}");
         }

@@ -106,7 +106,13 @@ impl Registry {
                 fresh
             });
             // The engine's log is the truth for what it fixes at creation.
-            settings.redrive = redrive_of(queue.config());
+            settings.redrive = redrive_of(&queue.config());
+            // A queue the engine holds without the retention its attributes
+            // name (created before the engine enforced it) gets it now.
+            let retention = retention_of(&settings);
+            if queue.config().retention != Some(retention) {
+                queue.set_retention(Some(retention)).map_err(std::io::Error::other)?;
+            }
             queues.insert(name, Arc::new(entry(queue, settings)));
         }
         Ok(Registry {
@@ -174,7 +180,8 @@ impl Registry {
         let settings = QueueSettings::new(now).with(attributes)?;
         let mut config = QueueConfig::default()
             .visibility_timeout(Duration::from_secs(settings.visibility_timeout.into()))
-            .max_payload(MAX_MESSAGE_SIZE as usize + ENVELOPE_ALLOWANCE);
+            .max_payload(MAX_MESSAGE_SIZE as usize + ENVELOPE_ALLOWANCE)
+            .retention(retention_of(&settings));
         if let Some(redrive) = &settings.redrive {
             config =
                 config.dead_letter_queue(redrive.dead_letter_queue.clone()).max_receives(redrive.max_receive_count);
@@ -209,6 +216,9 @@ impl Registry {
                 "leaseq fixes a queue's RedrivePolicy when the queue is created; delete and re-create the queue \
                  with the new policy (docs/server.md).",
             ));
+        }
+        if next.message_retention_period != settings.message_retention_period {
+            entry.queue.set_retention(Some(retention_of(&next)))?;
         }
         next.last_modified = unix_now_ms() / 1000;
         *settings = next;
@@ -245,6 +255,11 @@ impl Registry {
 
 fn entry(queue: Queue, settings: QueueSettings) -> QueueEntry {
     QueueEntry { queue, settings: Mutex::new(settings), first_receive: Mutex::new(HashMap::new()) }
+}
+
+/// `MessageRetentionPeriod` as the engine's retention.
+fn retention_of(settings: &QueueSettings) -> Duration {
+    Duration::from_secs(settings.message_retention_period.into())
 }
 
 fn redrive_of(config: &QueueConfig) -> Option<Redrive> {

@@ -44,7 +44,8 @@ pub(crate) struct QueueSettings {
     pub(crate) receive_wait_seconds: u32,
     /// `MaximumMessageSize` (bytes, body plus attributes).
     pub(crate) maximum_message_size: u32,
-    /// `MessageRetentionPeriod` (s): accepted and reported, not enforced.
+    /// `MessageRetentionPeriod` (s): the engine queue's retention
+    /// (`QueueConfig::retention`), enforced by the engine.
     pub(crate) message_retention_period: u32,
     /// `RedrivePolicy`.
     pub(crate) redrive: Option<Redrive>,

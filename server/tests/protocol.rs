@@ -148,16 +148,7 @@ async fn metrics_report_requests_and_queue_depths() {
     }
     server.client.receive_message().queue_url(&url).send().await.unwrap();
     let _ = server.client.get_queue_url().queue_name("absent").send().await;
-    let get = format!("GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", server.addr);
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-        stream.write_all(get.as_bytes()).await.unwrap();
-        let mut text = String::new();
-        stream.read_to_string(&mut text).await.unwrap();
-        text
-    };
-    let text = tokio::time::timeout(Duration::from_secs(10), exchange).await.unwrap();
-    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let text = server.metrics().await;
     for line in [
         "leaseq_sqs_requests_total{action=\"SendMessage\",outcome=\"ok\"} 3",
         "leaseq_sqs_requests_total{action=\"GetQueueUrl\",outcome=\"QueueDoesNotExist\"} 1",

@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use aws_sdk_sqs::types::QueueAttributeName;
 use common::{TestServer, code_of};
 
@@ -236,4 +238,57 @@ async fn a_durable_server_keeps_queues_attributes_and_messages_across_restarts()
     assert_eq!(m.message_attributes().unwrap()["k"].string_value(), Some("v"));
     server.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_retention_period_is_enforced_by_the_engine() {
+    let clock = leaseq::ManualClock::new();
+    let server = TestServer::on_clock(clock.clone()).await;
+    let client = &server.client;
+    let visible = |url: String| async move {
+        let a = client
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .unwrap();
+        a.attributes().unwrap()[&QueueAttributeName::ApproximateNumberOfMessages].parse::<u64>().unwrap()
+    };
+    let short = server.create("short", &[("MessageRetentionPeriod", "60")]).await;
+    let default = server.create("default", &[]).await;
+    for url in [&short, &default] {
+        client.send_message().queue_url(url).message_body("m").send().await.unwrap();
+    }
+    clock.advance(Duration::from_secs(59));
+    assert_eq!(visible(short.clone()).await, 1);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(visible(short.clone()).await, 0, "60 s after the send the message is gone");
+    let got = client.receive_message().queue_url(&short).send().await.unwrap();
+    assert!(got.messages().is_empty());
+
+    // SQS's default is four days.
+    clock.advance(Duration::from_secs(4 * 86_400 - 61));
+    assert_eq!(visible(default.clone()).await, 1);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(visible(default.clone()).await, 0);
+
+    // A change applies to the engine queue.
+    client
+        .set_queue_attributes()
+        .queue_url(&short)
+        .attributes(QueueAttributeName::MessageRetentionPeriod, "120")
+        .send()
+        .await
+        .unwrap();
+    client.send_message().queue_url(&short).message_body("m").send().await.unwrap();
+    clock.advance(Duration::from_secs(100));
+    assert_eq!(visible(short.clone()).await, 1, "kept past the old 60 s");
+    clock.advance(Duration::from_secs(20));
+    assert_eq!(visible(short.clone()).await, 0);
+
+    let metrics = server.metrics().await;
+    assert!(metrics.contains("leaseq_queue_events_total{queue=\"short\",event=\"retention_dropped\"} 2"), "{metrics}");
+    assert!(metrics.contains("leaseq_queue_events_total{queue=\"default\",event=\"retention_dropped\"} 1"));
+    server.stop().await;
 }

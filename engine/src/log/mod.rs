@@ -26,11 +26,11 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::clock::Nanos;
+use crate::clock::{Nanos, duration_nanos};
 use crate::dead_letter::{AttemptOutcome, AttemptRecord, DeadLetterReason, DeadLetterRecord};
 use crate::engine::{Engine, EngineBuilder};
 use crate::error::Error;
-use crate::journal::{Journal, SyncPolicy};
+use crate::journal::{Journal, Record, SyncPolicy};
 use crate::lifecycle::{Arrival, Origin};
 use crate::queue::QueueCore;
 use crate::receipt::MessageId;
@@ -93,6 +93,10 @@ pub struct RecoveryReport {
     /// Records that named a queue or message the log no longer held (for
     /// example a send racing its queue's deletion); they change nothing.
     pub ignored_records: u64,
+    /// Messages that had outlived their queue's retention
+    /// (`QueueConfig::retention`) by the open: dropped, not restored, and
+    /// not in the queues' stats (which count this process's work).
+    pub retention_dropped: u64,
     /// How long recovery took.
     pub elapsed: Duration,
 }
@@ -337,11 +341,17 @@ fn restore(engine: &Engine, replica: &Replica, report: &mut RecoveryReport) -> R
     report.queues = cores.len();
     let unix_now = engine.unix_now();
     let now = engine.now();
+    // A message's arrival on the old process's clock, moved onto this one's
+    // (an arrival not logged, or after now, counts as now).
+    let arrived_at =
+        |m: &replica::MessageState| (m.arrived != 0).then(|| now.0.saturating_sub(unix_now.saturating_sub(m.arrived)));
     let in_place = |core: &QueueCore, id: u64, m: &replica::MessageState| {
+        let arrived_at = arrived_at(m);
         let history =
             m.dead_letter.clone().map(|record| Box::new(History { dead_letter: Some(record), ..History::default() }));
         let arrival = Arrival {
             id: Some(MessageId(id)),
+            arrived_at,
             payload: m.payload.clone(),
             lifetime_deliveries: m.carried,
             history,
@@ -370,6 +380,18 @@ fn restore(engine: &Engine, replica: &Replica, report: &mut RecoveryReport) -> R
     let mut at_ceiling = Vec::new();
     for (id, m) in replica.messages_in_order() {
         let Some(core) = cores.get(&m.queue) else { continue };
+        if let Some(retention) = core.retention().map(duration_nanos) {
+            // Outlived its retention while the engine was down: gone before
+            // this process began, so not restored (and not in its stats);
+            // recorded as gone so that the log agrees.
+            if now.0 >= arrived_at(m).unwrap_or(now.0).saturating_add(retention) {
+                if let Some(journal) = core.journal() {
+                    journal.push(Record::Gone { queue: m.queue, id });
+                }
+                report.retention_dropped += 1;
+                continue;
+            }
+        }
         let ceiling = core.config.max_receives.is_some_and(|ceiling| m.count >= ceiling);
         if ceiling && core.dead_letter.is_some() {
             *undecided.entry(m.queue).or_default() += 1;
@@ -420,6 +442,7 @@ fn poison_arrival(core: &QueueCore, id: u64, m: &replica::MessageState, now: Nan
     let history = History { dead_letter: Some(std::sync::Arc::new(record)), ..History::default() };
     Arrival {
         id: Some(MessageId(id)),
+        arrived_at: None,
         payload: m.payload.clone(),
         lifetime_deliveries: m.carried.saturating_add(m.count),
         history: Some(Box::new(history)),

@@ -48,6 +48,8 @@ pub(crate) enum Entry {
 pub(crate) struct RestoredMessage {
     pub(crate) queue: u32,
     pub(crate) id: u64,
+    /// When it arrived on its queue (Unix nanoseconds; 0: not known).
+    pub(crate) arrived: u64,
     pub(crate) deliver_at: u64,
     pub(crate) count: u32,
     pub(crate) carried: u32,
@@ -68,6 +70,12 @@ const MOVED: u8 = 6;
 const IDS_RESERVED: u8 = 7;
 const SNAPSHOT: u8 = 8;
 const RESTORED: u8 = 9;
+// The three record types above that gained an arrival time, as written now
+// (the old tags still decode, with the time unknown), and a config change.
+const SENT_AT: u8 = 10;
+const MOVED_AT: u8 = 11;
+const RESTORED_AT: u8 = 12;
+const RETENTION_SET: u8 = 13;
 
 /// Appends `entry` as one frame to `out`.
 pub(crate) fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
@@ -82,9 +90,10 @@ pub(crate) fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
             body.u64(*ids_below);
         }
         Entry::Restored(m) => {
-            body.u8(RESTORED);
+            body.u8(RESTORED_AT);
             body.u32(m.queue);
             body.u64(m.id);
+            body.u64(m.arrived);
             body.u64(m.deliver_at);
             body.u32(m.count);
             body.u32(m.carried);
@@ -120,15 +129,19 @@ fn encode_record(record: &Record, body: &mut Writer<'_>) {
             body.u32(*queue);
             body.str(name);
             body.config(config);
+            // Last, so that a record written before retention existed (which
+            // ends after `config`) still decodes.
+            body.opt_u64(config.retention.map(|r| u64::try_from(r.as_nanos()).unwrap_or(u64::MAX)));
         }
         Record::QueueDeleted { queue } => {
             body.u8(QUEUE_DELETED);
             body.u32(*queue);
         }
-        Record::Sent { queue, id, deliver_at, payload } => {
-            body.u8(SENT);
+        Record::Sent { queue, id, at, deliver_at, payload } => {
+            body.u8(SENT_AT);
             body.u32(*queue);
             body.u64(*id);
+            body.u64(*at);
             body.u64(*deliver_at);
             body.0.extend_from_slice(payload);
         }
@@ -143,13 +156,19 @@ fn encode_record(record: &Record, body: &mut Writer<'_>) {
             body.u32(*queue);
             body.u64(*id);
         }
-        Record::Moved { from, to, id, carried, dead_letter } => {
-            body.u8(MOVED);
+        Record::Moved { from, to, id, at, carried, dead_letter } => {
+            body.u8(MOVED_AT);
             body.u32(*from);
             body.u32(*to);
             body.u64(*id);
+            body.u64(*at);
             body.u32(*carried);
             body.dead_letter(dead_letter.as_deref());
+        }
+        Record::RetentionSet { queue, retention } => {
+            body.u8(RETENTION_SET);
+            body.u32(*queue);
+            body.opt_u64(retention.map(|r| u64::try_from(r.as_nanos()).unwrap_or(u64::MAX)));
         }
         Record::IdsReserved { below } => {
             body.u8(IDS_RESERVED);
@@ -198,32 +217,55 @@ pub(crate) fn frame_at(buf: &[u8]) -> Frame {
 /// Decodes a frame's body.
 pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
     let mut r = Reader { buf: body, pos: 0 };
-    let entry = match r.u8()? {
+    let tag = r.u8()?;
+    let entry = match tag {
         QUEUE_CREATED => {
             let queue = r.u32()?;
             let name = r.str()?;
-            let config = r.config()?;
-            Entry::Op(Record::QueueCreated { queue, name, config })
+            let mut config = r.config()?;
+            if r.pos < body.len() {
+                config.retention = r.opt_u64()?.map(Duration::from_nanos);
+            }
+            Entry::Op(Record::QueueCreated { queue, name, config: Box::new(config) })
         }
         QUEUE_DELETED => Entry::Op(Record::QueueDeleted { queue: r.u32()? }),
-        SENT => {
-            let (queue, id, deliver_at) = (r.u32()?, r.u64()?, r.u64()?);
-            Entry::Op(Record::Sent { queue, id, deliver_at, payload: Bytes::copy_from_slice(r.rest()) })
+        SENT | SENT_AT => {
+            let (queue, id) = (r.u32()?, r.u64()?);
+            let at = if tag == SENT_AT { r.u64()? } else { 0 };
+            let deliver_at = r.u64()?;
+            Entry::Op(Record::Sent { queue, id, at, deliver_at, payload: Bytes::copy_from_slice(r.rest()) })
         }
         RECEIVED => Entry::Op(Record::Received { queue: r.u32()?, id: r.u64()?, count: r.u32()? }),
         GONE => Entry::Op(Record::Gone { queue: r.u32()?, id: r.u64()? }),
-        MOVED => {
-            let (from, to, id, carried) = (r.u32()?, r.u32()?, r.u64()?, r.u32()?);
+        MOVED | MOVED_AT => {
+            let (from, to, id) = (r.u32()?, r.u32()?, r.u64()?);
+            let at = if tag == MOVED_AT { r.u64()? } else { 0 };
+            let carried = r.u32()?;
             let dead_letter = r.dead_letter()?;
-            Entry::Op(Record::Moved { from, to, id, carried, dead_letter })
+            Entry::Op(Record::Moved { from, to, id, at, carried, dead_letter })
+        }
+        RETENTION_SET => {
+            let queue = r.u32()?;
+            Entry::Op(Record::RetentionSet { queue, retention: r.opt_u64()?.map(Duration::from_nanos) })
         }
         IDS_RESERVED => Entry::Op(Record::IdsReserved { below: r.u64()? }),
         SNAPSHOT => Entry::Snapshot { next_queue: r.u32()?, ids_below: r.u64()? },
-        RESTORED => {
-            let (queue, id, deliver_at, count, carried) = (r.u32()?, r.u64()?, r.u64()?, r.u32()?, r.u32()?);
+        RESTORED | RESTORED_AT => {
+            let (queue, id) = (r.u32()?, r.u64()?);
+            let arrived = if tag == RESTORED_AT { r.u64()? } else { 0 };
+            let (deliver_at, count, carried) = (r.u64()?, r.u32()?, r.u32()?);
             let dead_letter = r.dead_letter()?;
             let payload = Bytes::copy_from_slice(r.rest());
-            Entry::Restored(Box::new(RestoredMessage { queue, id, deliver_at, count, carried, dead_letter, payload }))
+            Entry::Restored(Box::new(RestoredMessage {
+                queue,
+                id,
+                arrived,
+                deliver_at,
+                count,
+                carried,
+                dead_letter,
+                payload,
+            }))
         }
         _ => return Err(DecodeError("unknown record type")),
     };
@@ -420,6 +462,7 @@ impl<'a> Reader<'a> {
             max_messages,
             max_payload,
             shards,
+            retention: None,
         })
     }
 
@@ -490,22 +533,32 @@ mod tests {
             .dead_letter_queue("dlq")
             .late_ack(LateAck::Reject)
             .backoff(Backoff::Exponential { base: Duration::from_millis(5), max: Duration::from_secs(2), jitter: true })
-            .shards(3);
+            .shards(3)
+            .retention(Duration::from_secs(4 * 86_400));
         vec![
-            Entry::Op(Record::QueueCreated { queue: 7, name: "jobs".into(), config }),
-            Entry::Op(Record::QueueCreated { queue: 8, name: "plain".into(), config: QueueConfig::default() }),
+            Entry::Op(Record::QueueCreated { queue: 7, name: "jobs".into(), config: Box::new(config) }),
+            Entry::Op(Record::QueueCreated { queue: 8, name: "plain".into(), config: Box::default() }),
             Entry::Op(Record::QueueDeleted { queue: 8 }),
-            Entry::Op(Record::Sent { queue: 7, id: u64::MAX, deliver_at: 123, payload: Bytes::from_static(b"hi") }),
-            Entry::Op(Record::Sent { queue: 7, id: 0, deliver_at: 0, payload: Bytes::new() }),
+            Entry::Op(Record::Sent {
+                queue: 7,
+                id: u64::MAX,
+                at: 100,
+                deliver_at: 123,
+                payload: Bytes::from_static(b"hi"),
+            }),
+            Entry::Op(Record::Sent { queue: 7, id: 0, at: 0, deliver_at: 0, payload: Bytes::new() }),
             Entry::Op(Record::Received { queue: 7, id: 9, count: u32::MAX }),
             Entry::Op(Record::Gone { queue: 7, id: 9 }),
-            Entry::Op(Record::Moved { from: 7, to: 1, id: 4, carried: 2, dead_letter: Some(record()) }),
-            Entry::Op(Record::Moved { from: 1, to: 7, id: 4, carried: 3, dead_letter: None }),
+            Entry::Op(Record::Moved { from: 7, to: 1, id: 4, at: 5, carried: 2, dead_letter: Some(record()) }),
+            Entry::Op(Record::Moved { from: 1, to: 7, id: 4, at: u64::MAX, carried: 3, dead_letter: None }),
+            Entry::Op(Record::RetentionSet { queue: 7, retention: Some(Duration::from_secs(60)) }),
+            Entry::Op(Record::RetentionSet { queue: 7, retention: None }),
             Entry::Op(Record::IdsReserved { below: 1 << 50 }),
             Entry::Snapshot { next_queue: 9, ids_below: 1 << 41 },
             Entry::Restored(Box::new(RestoredMessage {
                 queue: 7,
                 id: 3,
+                arrived: 42,
                 deliver_at: 99,
                 count: 2,
                 carried: 1,
@@ -533,6 +586,58 @@ mod tests {
                 assert_eq!(op, out, "both encoders write the same frame");
             }
         }
+    }
+
+    /// Records as written before arrival times and retention were logged
+    /// still decode, with the arrival time unknown (0) and no retention.
+    #[test]
+    fn records_of_the_earlier_format_still_decode() {
+        let body = |bytes: Vec<u8>| decode_body(&bytes).expect("an earlier record decodes");
+        let mut sent = vec![SENT];
+        sent.extend(7u32.to_le_bytes());
+        sent.extend(9u64.to_le_bytes());
+        sent.extend(123u64.to_le_bytes());
+        sent.extend(b"hi");
+        let expected = Record::Sent { queue: 7, id: 9, at: 0, deliver_at: 123, payload: Bytes::from_static(b"hi") };
+        assert_eq!(body(sent), Entry::Op(expected));
+
+        let mut moved = vec![MOVED];
+        moved.extend(1u32.to_le_bytes());
+        moved.extend(2u32.to_le_bytes());
+        moved.extend(4u64.to_le_bytes());
+        moved.extend(3u32.to_le_bytes());
+        moved.push(0);
+        let expected = Record::Moved { from: 1, to: 2, id: 4, at: 0, carried: 3, dead_letter: None };
+        assert_eq!(body(moved), Entry::Op(expected));
+
+        let mut restored = vec![RESTORED];
+        restored.extend(7u32.to_le_bytes());
+        restored.extend(3u64.to_le_bytes());
+        restored.extend(99u64.to_le_bytes());
+        restored.extend(2u32.to_le_bytes());
+        restored.extend(1u32.to_le_bytes());
+        restored.push(0);
+        restored.extend(b"p");
+        let Entry::Restored(m) = body(restored) else { panic!("a restored message") };
+        assert_eq!((m.id, m.arrived, m.deliver_at, m.count, m.carried), (3, 0, 99, 2, 1));
+
+        // A queue created before retention existed: the record ends after
+        // the config.
+        let mut created = Vec::new();
+        encode_op(
+            &Record::QueueCreated {
+                queue: 1,
+                name: "q".into(),
+                config: Box::new(QueueConfig::default().retention(Duration::from_secs(60))),
+            },
+            &mut created,
+        );
+        let mut old = created[FRAME_HEADER..].to_vec();
+        let flag_at = old.len() - 9;
+        assert_eq!(old[flag_at], 1, "the retention's presence flag");
+        old.truncate(flag_at);
+        let Entry::Op(Record::QueueCreated { config, .. }) = body(old) else { panic!("a queue creation") };
+        assert_eq!(*config, QueueConfig::default());
     }
 
     #[test]
@@ -574,7 +679,7 @@ mod tests {
             let len = (next() % 96) as usize;
             let mut body: Vec<u8> = (0..len).map(|_| next() as u8).collect();
             if let Some(first) = body.first_mut() {
-                *first = (*first % 10) + 1;
+                *first = (*first % 13) + 1;
             }
             let _ = decode_body(&body);
         }

@@ -32,6 +32,9 @@ pub(crate) struct MessageState {
     pub(crate) queue: u32,
     /// Arrival order on its queue (FIFO is restored from it).
     pub(crate) arrival: u64,
+    /// When it arrived on its queue (Unix nanoseconds; 0: not known, from a
+    /// log written before arrival times were logged).
+    pub(crate) arrived: u64,
     pub(crate) payload: Bytes,
     /// Unix nanoseconds at which a delayed message matures; 0 for none.
     pub(crate) deliver_at: u64,
@@ -99,12 +102,14 @@ impl Replica {
                 *self = Replica { next_queue, ids_below, ignored: self.ignored, ..Replica::default() };
             }
             Entry::Restored(m) => {
-                let RestoredMessage { queue, id, deliver_at, count, carried, dead_letter, payload } = *m;
+                let RestoredMessage { queue, id, arrived, deliver_at, count, carried, dead_letter, payload } = *m;
                 if !self.queues.contains_key(&queue) {
                     self.ignored += 1;
                     return;
                 }
-                self.insert(id, MessageState { queue, arrival: 0, payload, deliver_at, count, carried, dead_letter });
+                let state =
+                    MessageState { queue, arrival: 0, arrived, payload, deliver_at, count, carried, dead_letter };
+                self.insert(id, state);
             }
         }
     }
@@ -114,7 +119,7 @@ impl Replica {
         match record {
             Record::QueueCreated { queue, name, config } => {
                 self.live_bytes += 64 + name.len() as u64;
-                self.queues.insert(queue, QueueState { name, config });
+                self.queues.insert(queue, QueueState { name, config: *config });
                 self.next_queue = self.next_queue.max(queue.saturating_add(1));
             }
             Record::QueueDeleted { queue } => {
@@ -133,13 +138,21 @@ impl Replica {
                     self.ignored += 1;
                 }
             }
-            Record::Sent { queue, id, deliver_at, payload } => {
+            Record::Sent { queue, id, at, deliver_at, payload } => {
                 if !self.queues.contains_key(&queue) {
                     self.ignored += 1;
                     return;
                 }
-                let state =
-                    MessageState { queue, arrival: 0, payload, deliver_at, count: 0, carried: 0, dead_letter: None };
+                let state = MessageState {
+                    queue,
+                    arrival: 0,
+                    arrived: at,
+                    payload,
+                    deliver_at,
+                    count: 0,
+                    carried: 0,
+                    dead_letter: None,
+                };
                 self.insert(id, state);
             }
             Record::Received { queue, id, count } => match self.messages.get_mut(&id) {
@@ -152,7 +165,7 @@ impl Replica {
                 }
                 _ => self.ignored += 1,
             },
-            Record::Moved { from, to, id, carried, dead_letter } => {
+            Record::Moved { from, to, id, at, carried, dead_letter } => {
                 let moved = match self.messages.get(&id) {
                     Some(m) if m.queue == from && self.queues.contains_key(&to) => true,
                     Some(m) if m.queue == from => {
@@ -168,6 +181,7 @@ impl Replica {
                 }
                 let mut m = self.remove(id).expect("checked above");
                 m.queue = to;
+                m.arrived = at;
                 m.count = 0;
                 m.deliver_at = 0;
                 m.carried = carried;
@@ -175,6 +189,10 @@ impl Replica {
                 self.insert(id, m);
             }
             Record::IdsReserved { below } => self.ids_below = self.ids_below.max(below),
+            Record::RetentionSet { queue, retention } => match self.queues.get_mut(&queue) {
+                Some(state) => state.config.retention = retention,
+                None => self.ignored += 1,
+            },
         }
     }
 
@@ -205,12 +223,13 @@ impl Replica {
     pub(crate) fn snapshot(&self) -> impl Iterator<Item = Entry> + '_ {
         let header = Entry::Snapshot { next_queue: self.next_queue, ids_below: self.ids_below };
         let queues = self.queues.iter().map(|(queue, q)| {
-            Entry::Op(Record::QueueCreated { queue: *queue, name: q.name.clone(), config: q.config.clone() })
+            Entry::Op(Record::QueueCreated { queue: *queue, name: q.name.clone(), config: Box::new(q.config.clone()) })
         });
         let messages = self.messages_in_order().into_iter().map(|(id, m)| {
             Entry::Restored(Box::new(RestoredMessage {
                 queue: m.queue,
                 id,
+                arrived: m.arrived,
                 deliver_at: m.deliver_at,
                 count: m.count,
                 carried: m.carried,
@@ -237,11 +256,11 @@ mod tests {
     use super::*;
 
     fn sent(queue: u32, id: u64) -> Entry {
-        Entry::Op(Record::Sent { queue, id, deliver_at: 0, payload: Bytes::from(vec![id as u8; 10]) })
+        Entry::Op(Record::Sent { queue, id, at: id, deliver_at: 0, payload: Bytes::from(vec![id as u8; 10]) })
     }
 
     fn created(queue: u32, name: &str) -> Entry {
-        Entry::Op(Record::QueueCreated { queue, name: name.into(), config: QueueConfig::default() })
+        Entry::Op(Record::QueueCreated { queue, name: name.into(), config: Box::default() })
     }
 
     #[test]
@@ -256,12 +275,14 @@ mod tests {
             Entry::Op(Record::Received { queue: 1, id: 10, count: 1 }),
             Entry::Op(Record::Received { queue: 1, id: 10, count: 2 }),
             Entry::Op(Record::Gone { queue: 1, id: 11 }),
-            Entry::Op(Record::Moved { from: 1, to: 0, id: 12, carried: 1, dead_letter: None }),
+            Entry::Op(Record::Moved { from: 1, to: 0, id: 12, at: 77, carried: 1, dead_letter: None }),
         ] {
             r.apply(e);
         }
         let order: Vec<(u64, u32, u32)> = r.messages_in_order().iter().map(|(id, m)| (*id, m.queue, m.count)).collect();
         assert_eq!(order, vec![(10, 1, 2), (12, 0, 0)]);
+        let arrived: Vec<u64> = r.messages_in_order().iter().map(|(_, m)| m.arrived).collect();
+        assert_eq!(arrived, vec![10, 77], "a move's time replaces the send's");
         assert_eq!(r.next_queue, 2);
         assert_eq!(r.ids_below, 13);
         assert_eq!(r.ignored, 0);
@@ -289,8 +310,9 @@ mod tests {
             sent(3, 2),
             Entry::Op(Record::Received { queue: 3, id: 2, count: 4 }),
             sent(3, 5),
-            Entry::Op(Record::Moved { from: 3, to: 0, id: 1, carried: 2, dead_letter: None }),
+            Entry::Op(Record::Moved { from: 3, to: 0, id: 1, at: 78, carried: 2, dead_letter: None }),
             Entry::Op(Record::IdsReserved { below: 1000 }),
+            Entry::Op(Record::RetentionSet { queue: 3, retention: Some(std::time::Duration::from_secs(60)) }),
         ] {
             r.apply(e);
         }
@@ -300,6 +322,7 @@ mod tests {
             again.apply(e);
         }
         assert!(again.same_state(&r), "{again:?} vs {r:?}");
+        assert_eq!(again.queues[&3].config.retention, Some(std::time::Duration::from_secs(60)));
         assert_eq!(again.ids_below, 1000);
         assert_eq!(again.live_bytes, r.live_bytes);
     }

@@ -244,7 +244,7 @@ mod tests {
         for id in 0..count {
             starts.push(bytes.len());
             let payload = Bytes::from(vec![id as u8 + 1; 20 + id as usize]);
-            encode_op(&Record::Sent { queue: 0, id, deliver_at: 0, payload }, &mut bytes);
+            encode_op(&Record::Sent { queue: 0, id, at: 0, deliver_at: 0, payload }, &mut bytes);
         }
         (bytes, starts)
     }

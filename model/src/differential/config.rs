@@ -111,6 +111,8 @@ pub struct ConfigInput {
     pub max_payload: CountInput,
     /// `shards`.
     pub shards: Option<CountInput>,
+    /// `retention`.
+    pub retention: Option<DurationInput>,
 }
 
 impl ConfigInput {
@@ -134,6 +136,7 @@ impl ConfigInput {
         config.max_messages = self.max_messages.count(CAPACITY_LIMIT);
         config.max_payload = self.max_payload.count(PAYLOAD_LIMIT);
         config.shards = self.shards.map(|s| s.count(SHARD_LIMIT));
+        config.retention = self.retention.map(DurationInput::duration);
         config
     }
 }
@@ -173,7 +176,7 @@ pub fn check(input: &ConfigInput) -> Result<(), String> {
             }
         }
         (Ok(queue), Ok(_)) => {
-            if !name_is_valid(name) || queue.config() != &as_created(config.clone()) {
+            if !name_is_valid(name) || queue.config() != as_created(config.clone()) {
                 return Err(format!("created {name:?} with {:?}, asked for {config:?}", queue.config()));
             }
             if engine.queue(name).map(|q| q.name().to_string()).ok().as_deref() != Some(name) {

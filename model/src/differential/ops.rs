@@ -109,6 +109,8 @@ pub struct ConfigSpec {
     pub max_payload: Option<u16>,
     /// `shards`: `n % 5` (0 is invalid), or 257 (invalid) for 255.
     pub shards: Option<u8>,
+    /// `retention` (zero and past a year are invalid).
+    pub retention: Option<Span>,
     /// Repair the config into a valid one (clamp each field into its range),
     /// so that about half of all creates succeed and the queues get traffic.
     pub tidy: bool,
@@ -142,6 +144,7 @@ impl ConfigSpec {
         c.max_messages = self.max_messages.map_or(d.max_messages, usize::from);
         c.max_payload = self.max_payload.map_or(d.max_payload, usize::from);
         c.shards = self.shards.map(|n| if n == 255 { 257 } else { usize::from(n % 5) });
+        c.retention = self.retention.map(Span::duration);
         c
     }
 }
@@ -177,6 +180,7 @@ fn tidy(mut c: QueueConfig) -> QueueConfig {
     c.max_messages = c.max_messages.max(1);
     c.max_payload = c.max_payload.max(1);
     c.shards = c.shards.map(|n| n.clamp(1, crate::validate::SHARD_LIMIT));
+    c.retention = c.retention.map(|r| r.clamp(Duration::from_nanos(1), year));
     c
 }
 
@@ -278,6 +282,13 @@ pub enum Op {
         /// Queue.
         queue: u8,
     },
+    /// `Queue::set_retention`.
+    SetRetention {
+        /// Queue.
+        queue: u8,
+        /// The new period (`None`: keep until acked).
+        retention: Option<Span>,
+    },
     /// `Engine::redrive`.
     Redrive {
         /// Source.
@@ -322,6 +333,7 @@ impl<'a> Arbitrary<'a> for Op {
             90..=103 => Op::Advance { by: u.arbitrary()? },
             104..=105 => Op::Purge { queue: u.arbitrary()? },
             106..=109 => Op::Redrive { from: u.arbitrary()?, to: u.arbitrary()?, max: u.arbitrary()? },
+            110..=111 => Op::SetRetention { queue: u.arbitrary()?, retention: u.arbitrary()? },
             116..=117 => Op::Restart,
             _ => Op::Stats { queue: u.arbitrary()? },
         })

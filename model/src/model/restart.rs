@@ -7,6 +7,8 @@
 //! backoff delays, attempt histories and statistics are not logged, so they
 //! end: every message not delayed by its send is ready, and counters and
 //! histograms start from zero with the restored messages counted as sent.
+//! Arrival times are logged: a message keeps its age (and its retention
+//! deadline), and one past its retention by the open is not restored.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,6 +42,10 @@ impl Model {
             q.lease_left_at_ack.clear();
             all.extend(std::mem::take(&mut q.messages).into_iter().map(|(stay, m)| (stay, QueueRef(index), m)));
         }
+        // What outlived its retention by the open is gone: not restored, not
+        // counted (the engine may not have met it before the restart, so
+        // `RecoveryReport::retention_dropped` is not this model's to predict).
+        all.retain(|(_, queue, m)| !self.past_retention(self.q(*queue).config.retention, m));
         // Log order: by arrival; stays were handed out in arrival order.
         all.sort_by_key(|(stay, _, _)| *stay);
         // Ready groups: one per arrival operation, in log order, above every
@@ -102,7 +108,7 @@ impl Model {
         let now = self.now;
         message.state =
             if message.logged_until > now { State::Delayed { until: message.logged_until } } else { State::Ready };
-        message.sent_at = now;
+        // The log keeps when it arrived (its retention counts from then).
         message.received_at = 0;
         message.deadline = 0;
         message.expired_attempt = None;

@@ -36,6 +36,11 @@ impl TestServer {
         Self::with_engine(engine, Some(dir)).await
     }
 
+    /// An in-memory server whose engine runs on `clock` (a test moves time).
+    pub async fn on_clock(clock: leaseq::ManualClock) -> TestServer {
+        Self::with_engine(Engine::builder().clock(clock).build(), None).await
+    }
+
     /// An in-memory server that requires SigV4 signatures by `credentials`.
     pub async fn signed(credentials: Credentials) -> TestServer {
         Self::serving(Engine::new(), None, Some(credentials)).await
@@ -61,6 +66,14 @@ impl TestServer {
         let _ = self.stop.take().unwrap().send(());
         let task = self.task.take().unwrap();
         tokio::time::timeout(Duration::from_secs(30), task).await.expect("drained in time").unwrap().unwrap();
+    }
+
+    /// The `/metrics` page.
+    pub async fn metrics(&self) -> String {
+        let get = format!("GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", self.addr);
+        let reply = raw_exchange(self.addr, get.as_bytes()).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply.body
     }
 
     /// The URL of queue `name` as the server reports it.
@@ -97,6 +110,7 @@ pub struct RawResponse {
     pub status: u16,
     pub query_error: Option<String>,
     pub json: serde_json::Value,
+    pub body: String,
 }
 
 /// Sends `request` bytes, reads until the server closes, parses the response.
@@ -118,7 +132,7 @@ pub async fn raw_exchange(addr: SocketAddr, request: &[u8]) -> RawResponse {
         .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("x-amzn-query-error")))
         .map(|(_, v)| v.trim().to_string());
     let json = serde_json::from_str(body).unwrap_or(serde_json::Value::Null);
-    RawResponse { status, query_error, json }
+    RawResponse { status, query_error, json, body: body.to_string() }
 }
 
 /// The official SDK client pointed at `addr` with test credentials.
