@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs server/tests/boto3_smoke.py with real boto3 against a leaseq-server on
-# a free loopback port. The venv lives under target/; skips (exit 0, with the
-# reason) when PyPI cannot be reached. Usage: bash server/tests/boto3.sh
+# Runs server/tests/boto3_smoke.py with real boto3, and a smoke test with the
+# AWS CLI, against a leaseq-server on a free loopback port. The venvs live
+# under target/; each part skips (with the reason) when PyPI cannot be
+# reached. Usage: bash server/tests/boto3.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -25,7 +26,50 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import boto3' 2>/dev/
     fi
 fi
 
+# The AWS CLI (v1, from PyPI) in a venv of its own: it pins its botocore.
+cli_venv="$target/awscli-venv"
+if [ ! -x "$cli_venv/bin/aws" ]; then
+    rm -rf "$cli_venv"
+    if ! { python3 -m venv "$cli_venv" && timeout 300 "$cli_venv/bin/pip" install --quiet \
+        --disable-pip-version-check 'awscli>=1.32'; } >"$target/awscli-pip.log" 2>&1; then
+        echo "AWS CLI smoke: SKIPPED: pip could not install awscli (PyPI unreachable?); see $target/awscli-pip.log"
+        rm -rf "$cli_venv"
+    fi
+fi
+
 cargo build --quiet -p leaseq-server --bin leaseq-server
+
+# The AWS CLI against the server on port $1, signing with key $2 and secret
+# $3: create a queue, send, receive, delete, and check the queue is empty.
+cli_smoke() {
+    local port=$1 url receipt body left
+    [ -x "$cli_venv/bin/aws" ] || return 0
+    aws() {
+        AWS_ACCESS_KEY_ID="$2" AWS_SECRET_ACCESS_KEY="$3" AWS_DEFAULT_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null \
+            AWS_SHARED_CREDENTIALS_FILE=/dev/null timeout 60 "$cli_venv/bin/aws" \
+            --endpoint-url "http://127.0.0.1:$port" --output text sqs "${@:4}"
+    }
+    url="$(aws "$port" "$2" "$3" create-queue --queue-name cli-smoke --query QueueUrl)"
+    aws "$port" "$2" "$3" send-message --queue-url "$url" --message-body "from the AWS CLI" >/dev/null
+    read -r receipt body < <(aws "$port" "$2" "$3" receive-message --queue-url "$url" \
+        --visibility-timeout 30 --query 'Messages[0].[ReceiptHandle,Body]')
+    [ "$body" = "from the AWS CLI" ] || { echo "AWS CLI smoke: received body '$body'" >&2; exit 1; }
+    aws "$port" "$2" "$3" delete-message --queue-url "$url" --receipt-handle "$receipt"
+    left="$(aws "$port" "$2" "$3" get-queue-attributes --queue-url "$url" \
+        --attribute-names ApproximateNumberOfMessages ApproximateNumberOfMessagesNotVisible \
+        --query 'Attributes.[ApproximateNumberOfMessages,ApproximateNumberOfMessagesNotVisible]')"
+    [ "$(echo $left)" = "0 0" ] || { echo "AWS CLI smoke: left behind: $left" >&2; exit 1; }
+    aws "$port" "$2" "$3" delete-queue --queue-url "$url"
+    if [ "${4:-}" = "--signed" ]; then
+        if aws "$port" "$2" "wrong-secret" list-queues >/dev/null 2>"$target/awscli-refused.log"; then
+            echo "AWS CLI smoke: a badly signed request was accepted" >&2
+            exit 1
+        fi
+        grep -q "SignatureDoesNotMatch" "$target/awscli-refused.log" \
+            || { echo "AWS CLI smoke: refusal without SQS's error:" >&2; cat "$target/awscli-refused.log" >&2; exit 1; }
+    fi
+    echo "AWS CLI smoke: ok${4:+ ($4)}"
+}
 
 # Runs the smoke test against a fresh server started with "$@" as extra flags;
 # SMOKE_ARGS are the Python test's arguments after the endpoint.
@@ -46,6 +90,7 @@ run_smoke() {
     done
 
     timeout 120 "$venv/bin/python" server/tests/boto3_smoke.py "http://127.0.0.1:$port" "${SMOKE_ARGS[@]}"
+    cli_smoke "$port" "${SMOKE_ARGS[0]:-AKIDANY}" "${SMOKE_ARGS[1]:-any-secret}" "${SMOKE_ARGS[2]:-}"
 
     # Graceful stop on SIGTERM, bounded.
     kill -TERM "$server"
