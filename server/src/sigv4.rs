@@ -19,6 +19,7 @@ use hmac::{Hmac, Mac};
 use hyper::HeaderMap;
 use sha2::{Digest, Sha256};
 
+use crate::checksum::hex;
 use crate::error::{ErrorCode, SqsError};
 
 /// How far a request's `X-Amz-Date` may be from the server's clock.
@@ -281,10 +282,6 @@ fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
     let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
     mac.update(data);
     mac.finalize().into_bytes().to_vec()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Equality whose time does not depend on where the inputs differ.
