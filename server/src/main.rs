@@ -10,6 +10,12 @@ use clap::Parser;
 use leaseq::{Engine, SyncPolicy};
 use leaseq_server::{Credentials, Registry, check_bind, serve_with_auth};
 
+// The binary picks the allocator (the library never imposes one): the
+// request path allocates per message, and glibc's malloc was a fifth of the
+// server's profile.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// An Amazon SQS-compatible endpoint (JSON protocol) backed by the leaseq engine.
 ///
 /// Security: with --credentials-file every request must carry a valid SigV4
