@@ -152,6 +152,18 @@ impl EngineBuilder {
         crate::log::DurableBuilder::new(self, path.into())
     }
 
+    /// Makes the engine the leader of a replicated queue set: every record a
+    /// durable engine would log goes to `sink` (a consensus log), and a call
+    /// returns only once the sink has its records (docs/replication.md).
+    /// Finish with `ReplicatedBuilder::start`, from an empty state or from a
+    /// replica's (`ReplicatedBuilder::state`).
+    pub fn replicated(
+        self,
+        sink: impl crate::log::replication::ReplicationSink,
+    ) -> crate::log::replication::ReplicatedBuilder {
+        crate::log::replication::ReplicatedBuilder::new(self, std::sync::Arc::new(sink))
+    }
+
     /// The builder's parts the `log` module needs to open an engine.
     pub(crate) fn build_with(self, journal: Option<Arc<Journal>>) -> Engine {
         let clock = self.clock.unwrap_or_else(|| Box::new(SystemClock::new()));

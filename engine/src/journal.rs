@@ -75,8 +75,13 @@ pub(crate) enum Record {
     /// written before arrival times were logged). `deliver_at` is the Unix
     /// time in nanoseconds at which a delayed message matures, 0 for none.
     Sent { queue: u32, id: u64, at: u64, deliver_at: u64, payload: Bytes },
-    /// A receive raised the message's delivery count on its queue to `count`.
-    Received { queue: u32, id: u64, count: u32 },
+    /// A receive raised the message's delivery count on its queue to `count`;
+    /// on a replicated engine also the lease's end, `until` (Unix
+    /// nanoseconds; 0 when not logged, as on a local data dir).
+    Received { queue: u32, id: u64, count: u32, until: u64 },
+    /// Replicated engines only: the lease now ends (extend), or the message
+    /// is eligible again (release), at `until` (Unix nanoseconds; 0: now).
+    LeaseSet { queue: u32, id: u64, until: u64 },
     /// The message left its queue for good (ack, purge).
     Gone { queue: u32, id: u64 },
     /// The message moved from `from` to `to` (dead-letter or redrive) with a
@@ -98,7 +103,10 @@ impl fmt::Debug for Record {
             Record::Sent { queue, id, at, deliver_at, payload } => {
                 write!(f, "Sent({queue}, {id}, at {at}, deliver at {deliver_at}, {} bytes)", payload.len())
             }
-            Record::Received { queue, id, count } => write!(f, "Received({queue}, {id}, count {count})"),
+            Record::Received { queue, id, count, until } => {
+                write!(f, "Received({queue}, {id}, count {count}, until {until})")
+            }
+            Record::LeaseSet { queue, id, until } => write!(f, "LeaseSet({queue}, {id}, until {until})"),
             Record::Gone { queue, id } => write!(f, "Gone({queue}, {id})"),
             Record::Moved { from, to, id, at, carried, dead_letter } => {
                 write!(f, "Moved({from} -> {to}, {id}, at {at}, carried {carried}, record {})", dead_letter.is_some())
@@ -130,6 +138,10 @@ const MAX_FAILED_RANGES: usize = 64;
 /// The hand-off between transitions and the log writer.
 pub(crate) struct Journal {
     pub(crate) policy: SyncPolicy,
+    /// The records go to a `ReplicationSink`, not a data dir: lease ends are
+    /// logged too (`Received::until`, `LeaseSet`), so a new leader keeps
+    /// leases in force.
+    pub(crate) replicated: bool,
     /// The loom seam, as in `ready.rs`: `SegQueue` has no loom twin.
     #[cfg(not(loom))]
     entries: crossbeam_queue::SegQueue<(u64, Record)>,
@@ -193,6 +205,7 @@ impl Journal {
         let first_seq = 0;
         Journal {
             policy,
+            replicated: false,
             entries: Default::default(),
             next_seq: AtomicU64::new(first_seq),
             written: AtomicU64::new(first_seq),

@@ -135,6 +135,12 @@ impl QueueCore {
         }
     }
 
+    /// Engine time `t` (at or after `now`) as Unix nanoseconds, for records
+    /// a replica reads on another clock.
+    fn unix_at(&self, t: u64, now: u64) -> u64 {
+        self.engine.clock.unix_now().saturating_add(t.saturating_sub(now)).max(1)
+    }
+
     /// The earliest deadline any shard of this queue may hold (a lower bound),
     /// or `u64::MAX`.
     pub(crate) fn next_due(&self) -> u64 {
@@ -409,7 +415,8 @@ impl QueueCore {
             })
         };
         if let Some(journal) = self.journal() {
-            journal.push(Record::Received { queue: self.ordinal, id, count });
+            let until = if journal.replicated { self.unix_at(deadline, now) } else { 0 };
+            journal.push(Record::Received { queue: self.ordinal, id, count, until });
         }
         let stats = &shard.stats;
         // The ready outflow and the in-flight inflow at once.
@@ -673,6 +680,11 @@ impl QueueCore {
         }
         // SAFETY: we hold the claim.
         unsafe { slot.body_mut(|body| body.deadline = extended) };
+        if let Some(journal) = self.journal().filter(|j| j.replicated) {
+            // SAFETY: we hold the claim.
+            let id = unsafe { Self::claimed_id(slot) };
+            journal.push(Record::LeaseSet { queue: self.ordinal, id: id.0, until: self.unix_at(extended, now) });
+        }
         let before = claim.before();
         claim.publish(next::extended(before));
         if extended < deadline {
@@ -719,6 +731,14 @@ impl QueueCore {
             // SAFETY: we hold the claim.
             None => self.config.backoff.delay_nanos(|| unsafe { Self::claimed_id(slot) }, count),
         };
+        if let Some(journal) = self.journal().filter(|j| j.replicated) {
+            // A replica keeps the message hidden until the release's delay
+            // ends (a move or a drop that follows records itself).
+            // SAFETY: we hold the claim.
+            let id = unsafe { Self::claimed_id(slot) };
+            let until = if delay > 0 { self.unix_at(now.saturating_add(delay), now) } else { 0 };
+            journal.push(Record::LeaseSet { queue: self.ordinal, id: id.0, until });
+        }
         if self.fail_attempt(shard, receipt.slot, slot, claim, now, now, Failure::Released, delay, None) {
             self.waiters.notify();
         }

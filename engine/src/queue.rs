@@ -153,6 +153,16 @@ impl QueueCore {
         }
     }
 
+    /// `settle` on a replicated engine, where extensions are records too
+    /// (elsewhere they are not logged, and nothing waits).
+    #[inline]
+    pub(crate) fn settle_replicated<T>(&self, result: Result<T, LeaseError>) -> Result<T, LeaseError> {
+        match self.journal() {
+            Some(journal) if journal.replicated => self.settle(result),
+            _ => result,
+        }
+    }
+
     /// A receive's end: under `SyncPolicy::Always` its delivery-count records
     /// must be durable before the deliveries are handed out. If they could
     /// not be written the deliveries are withheld (their leases run out as
@@ -466,7 +476,7 @@ impl Queue {
     pub fn extend(&self, receipt: &Receipt, visibility: Duration) -> Result<Nanos, LeaseError> {
         let result = self.core.extend(receipt, visibility, false);
         self.core.note_late_call(receipt, &result);
-        result
+        self.core.settle_replicated(result)
     }
 
     /// Like `extend`, except that a deadline past `max_lease` is lowered to
@@ -483,7 +493,7 @@ impl Queue {
     pub fn extend_up_to_cap(&self, receipt: &Receipt, visibility: Duration) -> Result<Nanos, LeaseError> {
         let result = self.core.extend(receipt, visibility, true);
         self.core.note_late_call(receipt, &result);
-        result
+        self.core.settle_replicated(result)
     }
 
     /// Ends the attempt now; the message is receivable again after `delay`

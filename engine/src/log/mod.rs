@@ -18,7 +18,10 @@
 
 pub(crate) mod record;
 pub(crate) mod replica;
+pub(crate) mod replication;
+pub(crate) mod replicator;
 pub(crate) mod segment;
+pub(crate) mod watermark;
 pub(crate) mod writer;
 
 use std::collections::HashMap;
@@ -325,13 +328,13 @@ fn recover(dir: &Path, repair: Repair, segment_bytes: u64) -> Result<(Recovered,
 }
 
 /// What `restore` did.
-struct Restored {
+pub(crate) struct Restored {
     /// Messages moved to a dead-letter queue (their moves are recorded).
-    moved: u64,
+    pub(crate) moved: u64,
 }
 
 /// Re-creates the replica's queues and messages in a new engine.
-fn restore(engine: &Engine, replica: &Replica, report: &mut RecoveryReport) -> Result<Restored, Error> {
+pub(crate) fn restore(engine: &Engine, replica: &Replica, report: &mut RecoveryReport) -> Result<Restored, Error> {
     let mut cores: HashMap<u32, Arc<QueueCore>> = HashMap::new();
     for (ordinal, queue) in &replica.queues {
         let q = engine.restore_queue(*ordinal, &queue.name, queue.config.clone())?;
@@ -392,7 +395,9 @@ fn restore(engine: &Engine, replica: &Replica, report: &mut RecoveryReport) -> R
                 continue;
             }
         }
-        let ceiling = core.config.max_receives.is_some_and(|ceiling| m.count >= ceiling);
+        // A replicated engine's failover may find the last attempt's lease
+        // still in force: that attempt has not failed yet.
+        let ceiling = core.config.max_receives.is_some_and(|ceiling| m.count >= ceiling) && m.deliver_at <= unix_now;
         if ceiling && core.dead_letter.is_some() {
             *undecided.entry(m.queue).or_default() += 1;
             at_ceiling.push((id, m, core));

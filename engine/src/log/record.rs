@@ -76,6 +76,9 @@ const SENT_AT: u8 = 10;
 const MOVED_AT: u8 = 11;
 const RESTORED_AT: u8 = 12;
 const RETENTION_SET: u8 = 13;
+// Replicated engines only (a local data dir never holds them).
+const RECEIVED_UNTIL: u8 = 14;
+const LEASE_SET: u8 = 15;
 
 /// Appends `entry` as one frame to `out`.
 pub(crate) fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
@@ -145,11 +148,24 @@ fn encode_record(record: &Record, body: &mut Writer<'_>) {
             body.u64(*deliver_at);
             body.0.extend_from_slice(payload);
         }
-        Record::Received { queue, id, count } => {
+        Record::Received { queue, id, count, until: 0 } => {
             body.u8(RECEIVED);
             body.u32(*queue);
             body.u64(*id);
             body.u32(*count);
+        }
+        Record::Received { queue, id, count, until } => {
+            body.u8(RECEIVED_UNTIL);
+            body.u32(*queue);
+            body.u64(*id);
+            body.u32(*count);
+            body.u64(*until);
+        }
+        Record::LeaseSet { queue, id, until } => {
+            body.u8(LEASE_SET);
+            body.u32(*queue);
+            body.u64(*id);
+            body.u64(*until);
         }
         Record::Gone { queue, id } => {
             body.u8(GONE);
@@ -235,7 +251,12 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
             let deliver_at = r.u64()?;
             Entry::Op(Record::Sent { queue, id, at, deliver_at, payload: Bytes::copy_from_slice(r.rest()) })
         }
-        RECEIVED => Entry::Op(Record::Received { queue: r.u32()?, id: r.u64()?, count: r.u32()? }),
+        RECEIVED => Entry::Op(Record::Received { queue: r.u32()?, id: r.u64()?, count: r.u32()?, until: 0 }),
+        RECEIVED_UNTIL => {
+            let (queue, id, count, until) = (r.u32()?, r.u64()?, r.u32()?, r.u64()?);
+            Entry::Op(Record::Received { queue, id, count, until })
+        }
+        LEASE_SET => Entry::Op(Record::LeaseSet { queue: r.u32()?, id: r.u64()?, until: r.u64()? }),
         GONE => Entry::Op(Record::Gone { queue: r.u32()?, id: r.u64()? }),
         MOVED | MOVED_AT => {
             let (from, to, id) = (r.u32()?, r.u32()?, r.u64()?);
@@ -547,7 +568,10 @@ mod tests {
                 payload: Bytes::from_static(b"hi"),
             }),
             Entry::Op(Record::Sent { queue: 7, id: 0, at: 0, deliver_at: 0, payload: Bytes::new() }),
-            Entry::Op(Record::Received { queue: 7, id: 9, count: u32::MAX }),
+            Entry::Op(Record::Received { queue: 7, id: 9, count: u32::MAX, until: 0 }),
+            Entry::Op(Record::Received { queue: 7, id: 9, count: 3, until: 1 << 62 }),
+            Entry::Op(Record::LeaseSet { queue: 7, id: 9, until: 77 }),
+            Entry::Op(Record::LeaseSet { queue: 7, id: 9, until: 0 }),
             Entry::Op(Record::Gone { queue: 7, id: 9 }),
             Entry::Op(Record::Moved { from: 7, to: 1, id: 4, at: 5, carried: 2, dead_letter: Some(record()) }),
             Entry::Op(Record::Moved { from: 1, to: 7, id: 4, at: u64::MAX, carried: 3, dead_letter: None }),
@@ -679,7 +703,7 @@ mod tests {
             let len = (next() % 96) as usize;
             let mut body: Vec<u8> = (0..len).map(|_| next() as u8).collect();
             if let Some(first) = body.first_mut() {
-                *first = (*first % 13) + 1;
+                *first = (*first % 15) + 1;
             }
             let _ = decode_body(&body);
         }

@@ -36,7 +36,9 @@ pub(crate) struct MessageState {
     /// log written before arrival times were logged).
     pub(crate) arrived: u64,
     pub(crate) payload: Bytes,
-    /// Unix nanoseconds at which a delayed message matures; 0 for none.
+    /// Unix nanoseconds before which the message is not eligible: the end
+    /// of its send's delay, or on a replicated engine the end of its current
+    /// lease or release delay; 0 for none.
     pub(crate) deliver_at: u64,
     /// Deliveries on its current queue.
     pub(crate) count: u32,
@@ -155,8 +157,17 @@ impl Replica {
                 };
                 self.insert(id, state);
             }
-            Record::Received { queue, id, count } => match self.messages.get_mut(&id) {
-                Some(m) if m.queue == queue => m.count = count,
+            Record::Received { queue, id, count, until } => match self.messages.get_mut(&id) {
+                Some(m) if m.queue == queue => {
+                    m.count = count;
+                    if until != 0 {
+                        m.deliver_at = until;
+                    }
+                }
+                _ => self.ignored += 1,
+            },
+            Record::LeaseSet { queue, id, until } => match self.messages.get_mut(&id) {
+                Some(m) if m.queue == queue => m.deliver_at = until,
                 _ => self.ignored += 1,
             },
             Record::Gone { queue, id } => match self.messages.get(&id) {
@@ -272,8 +283,8 @@ mod tests {
             sent(1, 10),
             sent(1, 11),
             sent(1, 12),
-            Entry::Op(Record::Received { queue: 1, id: 10, count: 1 }),
-            Entry::Op(Record::Received { queue: 1, id: 10, count: 2 }),
+            Entry::Op(Record::Received { queue: 1, id: 10, count: 1, until: 0 }),
+            Entry::Op(Record::Received { queue: 1, id: 10, count: 2, until: 0 }),
             Entry::Op(Record::Gone { queue: 1, id: 11 }),
             Entry::Op(Record::Moved { from: 1, to: 0, id: 12, at: 77, carried: 1, dead_letter: None }),
         ] {
@@ -308,7 +319,7 @@ mod tests {
             created(3, "jobs"),
             sent(3, 1),
             sent(3, 2),
-            Entry::Op(Record::Received { queue: 3, id: 2, count: 4 }),
+            Entry::Op(Record::Received { queue: 3, id: 2, count: 4, until: 0 }),
             sent(3, 5),
             Entry::Op(Record::Moved { from: 3, to: 0, id: 1, at: 78, carried: 2, dead_letter: None }),
             Entry::Op(Record::IdsReserved { below: 1000 }),

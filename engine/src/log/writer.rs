@@ -20,8 +20,6 @@
 //!   segments, so a crash at any point leaves a log that recovers to the
 //!   same state.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -33,6 +31,7 @@ use crate::journal::{Journal, Record, StorageFailure, SyncPolicy};
 use crate::log::record::{encode_entry, encode_op};
 use crate::log::replica::Replica;
 use crate::log::segment::{self, HEADER};
+use crate::log::watermark::{Watermark, ranges};
 use crate::sync::Ordering;
 
 /// Bytes one write gathers at most before it is written.
@@ -102,10 +101,8 @@ pub(crate) struct Writer {
     replica: Replica,
     buf: Vec<u8>,
     batch: Vec<(u64, Record)>,
-    /// Every sequence number below this was popped and handled.
-    handled_below: u64,
-    /// Sequence numbers at or above `handled_below` already handled.
-    early: BinaryHeap<Reverse<u64>>,
+    /// Which records were popped and handled.
+    handled: Watermark,
     /// Records written since the last sync.
     unsynced: bool,
     last_sync: Instant,
@@ -123,7 +120,7 @@ impl Writer {
         sealed: Vec<(u64, u64)>,
         replica: Replica,
     ) -> Self {
-        let handled_below = journal.durable_below();
+        let handled = Watermark::new(journal.durable_below());
         Writer {
             journal,
             config,
@@ -134,8 +131,7 @@ impl Writer {
             replica,
             buf: Vec::with_capacity(GROUP_BYTES + (64 << 10)),
             batch: Vec::new(),
-            handled_below,
-            early: BinaryHeap::new(),
+            handled,
             unsynced: false,
             last_sync: Instant::now(),
             broken: None,
@@ -164,9 +160,9 @@ impl Writer {
                 return;
             }
             if self.journal.sync_requested() || self.interval_due() {
-                let before = self.handled_below;
+                let before = self.handled.below();
                 self.sync();
-                if self.journal.sync_requested() && self.handled_below == before {
+                if self.journal.sync_requested() && self.handled.below() == before {
                     // A flush waits on a record whose pusher took its number
                     // a moment ago and has not pushed it yet: let it run.
                     std::thread::yield_now();
@@ -228,20 +224,7 @@ impl Writer {
             }
         }
         for seq in seqs {
-            self.handled(seq);
-        }
-    }
-
-    /// Notes that record `seq` was handled (written or failed).
-    fn handled(&mut self, seq: u64) {
-        if seq != self.handled_below {
-            self.early.push(Reverse(seq));
-            return;
-        }
-        self.handled_below += 1;
-        while self.early.peek() == Some(&Reverse(self.handled_below)) {
-            self.early.pop();
-            self.handled_below += 1;
+            self.handled.handled(seq);
         }
     }
 
@@ -289,7 +272,7 @@ impl Writer {
     /// After a group: sync by the policy, raise the watermarks, keep a
     /// spare, compact when due.
     fn after_group(&mut self) {
-        self.journal.mark_written(self.handled_below);
+        self.journal.mark_written(self.handled.below());
         self.publish_sizes();
         let must_sync = match self.journal.policy {
             SyncPolicy::Always => true,
@@ -319,7 +302,7 @@ impl Writer {
 
     /// Syncs what was written and raises `durable` over every record handled.
     fn sync(&mut self) {
-        let handled = self.handled_below;
+        let handled = self.handled.below();
         if self.unsynced {
             if let Err(why) = self.sync_current() {
                 // The OS may have dropped the written pages: nothing after
@@ -447,17 +430,4 @@ impl Writer {
 
 fn failure(context: &str, error: &io::Error) -> StorageFailure {
     StorageFailure(format!("{context}: {error}").into())
-}
-
-/// Sorted sequence numbers as half-open ranges.
-fn ranges(mut seqs: Vec<u64>) -> Vec<(u64, u64)> {
-    seqs.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for seq in seqs {
-        match out.last_mut() {
-            Some((_, end)) if *end == seq => *end += 1,
-            _ => out.push((seq, seq + 1)),
-        }
-    }
-    out
 }

@@ -1,0 +1,207 @@
+//! Replication's seam: a leader engine hands its records to a
+//! `ReplicationSink`, a `ReplicaState` applies them, and a new leader
+//! started from that state holds the same queues and messages, keeps every
+//! lease in force until its deadline, refuses the old leader's receipts and
+//! never repeats a message id. A sink that fails fails the calls whose
+//! records it refused, and the engine then refuses writes.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leaseq::{
+    Clock, Engine, Error, LeaseError, ManualClock, QueueConfig, ReceiptError, ReceiveOptions, ReplicaState,
+    ReplicationSink,
+};
+
+/// A sink that keeps what it was handed, one entry per call, and can be
+/// told to refuse.
+#[derive(Default)]
+struct Recorder {
+    calls: Mutex<Vec<Vec<u8>>>,
+    refuse: AtomicBool,
+}
+
+/// The engine's handle on a shared `Recorder`.
+struct Sink(Arc<Recorder>);
+
+impl ReplicationSink for Sink {
+    fn replicate(&self, frames: &[u8]) -> Result<(), String> {
+        if self.0.refuse.load(Ordering::SeqCst) {
+            return Err("no quorum".into());
+        }
+        self.0.calls.lock().unwrap().push(frames.to_vec());
+        Ok(())
+    }
+}
+
+impl Recorder {
+    /// A follower's state: every call applied in order.
+    fn state(&self) -> ReplicaState {
+        let mut state = ReplicaState::new();
+        for frames in self.calls.lock().unwrap().iter() {
+            state.apply(frames).expect("the frames decode");
+        }
+        state
+    }
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+fn leader(clock: &ManualClock, sink: &Arc<Recorder>) -> Engine {
+    Engine::builder().clock(clock.clone()).replicated(Sink(sink.clone())).start().expect("start a leader")
+}
+
+/// A new leader on a clock that continues the old one's time line.
+fn successor(old: &ManualClock, state: ReplicaState, sink: &Arc<Recorder>) -> (ManualClock, Engine) {
+    let clock = ManualClock::new();
+    clock.advance_to(old.now());
+    let engine = Engine::builder().clock(clock.clone()).replicated(Sink(sink.clone())).state(state).start().unwrap();
+    (clock, engine)
+}
+
+fn payloads(deliveries: &[leaseq::Delivery]) -> Vec<Vec<u8>> {
+    let mut all: Vec<Vec<u8>> = deliveries.iter().map(|d| d.payload.to_vec()).collect();
+    all.sort();
+    all
+}
+
+#[test]
+fn a_new_leader_keeps_messages_counts_and_leases() {
+    let clock = ManualClock::new();
+    let sink = Arc::new(Recorder::default());
+    let old = leader(&clock, &sink);
+    old.create_queue("dlq", QueueConfig::default()).unwrap();
+    let jobs = old.create_queue("jobs", QueueConfig::default().max_receives(5).dead_letter_queue("dlq")).unwrap();
+    for i in 0..10u8 {
+        jobs.send(vec![i]).unwrap();
+    }
+    let lease = ReceiveOptions::default().visibility(secs(60));
+    let got = jobs.receive_with(4, lease).unwrap();
+    let by_payload: BTreeMap<u8, &leaseq::Delivery> = got.iter().map(|d| (d.payload[0], d)).collect();
+    let held: Vec<u8> = by_payload.keys().copied().collect();
+    let (acked, extended, released, plain) = (held[0], held[1], held[2], held[3]);
+    jobs.ack(&by_payload[&acked].receipt).unwrap();
+    jobs.extend(&by_payload[&extended].receipt, secs(120)).unwrap();
+    jobs.release(&by_payload[&released].receipt, secs(30)).unwrap();
+    let old_ids: Vec<u64> = got.iter().map(|d| d.id.as_u64()).collect();
+    let before = jobs.stats();
+    assert_eq!((before.ready, before.delayed, before.in_flight), (6, 1, 2));
+
+    // The old leader is gone; a replica's state starts the new one 1 s later.
+    clock.advance(secs(1));
+    let state = sink.state();
+    assert_eq!(state.queues(), vec!["dlq".to_string(), "jobs".to_string()]);
+    assert_eq!(state.messages(), 9);
+    drop((jobs, old));
+    let (clock, new) = successor(&clock, state, &sink);
+    let jobs = new.queue("jobs").unwrap();
+    assert_eq!(new.recovery().unwrap().messages, 9);
+
+    // Only the six that were ready are receivable: the two leases and the
+    // release delay are kept.
+    let first = jobs.receive_with(100, lease).unwrap();
+    assert_eq!(first.len(), 6);
+    assert!(first.iter().all(|d| !held.contains(&d.payload[0])));
+    // The old leader's receipts complete nothing here.
+    for receipt in [&by_payload[&plain].receipt, &by_payload[&extended].receipt] {
+        assert_eq!(jobs.ack(receipt), Err(LeaseError::InvalidReceipt(ReceiptError::WrongEngine)));
+    }
+    let ack_all = |deliveries: &[leaseq::Delivery]| deliveries.iter().for_each(|d| jobs.ack(&d.receipt).unwrap());
+    ack_all(&first);
+    // 30 s after the release the released one is back, its count kept.
+    clock.advance(secs(28));
+    assert!(jobs.receive(10).unwrap().is_empty());
+    clock.advance(secs(1));
+    let back = jobs.receive_with(100, lease).unwrap();
+    assert_eq!(payloads(&back), vec![vec![released]]);
+    assert_eq!(back[0].delivery_count, 2);
+    ack_all(&back);
+    // At 60 s the plain lease ends; at 120 s the extended one.
+    clock.advance(secs(30));
+    let back = jobs.receive_with(100, lease).unwrap();
+    assert_eq!(payloads(&back), vec![vec![plain]]);
+    assert_eq!(back[0].delivery_count, 2);
+    ack_all(&back);
+    clock.advance(secs(59));
+    assert!(jobs.receive(10).unwrap().is_empty(), "the extension is kept to its end");
+    clock.advance(secs(1));
+    let back = jobs.receive_with(100, lease).unwrap();
+    assert_eq!(payloads(&back), vec![vec![extended]]);
+    ack_all(&back);
+    assert_eq!(jobs.stats().acked, 9);
+    // Ids continue above every id the old leader handed out.
+    let id = jobs.send(vec![99]).unwrap();
+    assert!(old_ids.iter().all(|&old| id.as_u64() > old), "{id:?} after {old_ids:?}");
+}
+
+#[test]
+fn a_snapshot_rebuilds_the_same_state() {
+    let clock = ManualClock::new();
+    let sink = Arc::new(Recorder::default());
+    let engine = leader(&clock, &sink);
+    let q = engine.create_queue("q", QueueConfig::default().retention(secs(3600))).unwrap();
+    for i in 0..5u8 {
+        q.send(vec![i]).unwrap();
+    }
+    let got = q.receive_with(2, ReceiveOptions::default().visibility(secs(10))).unwrap();
+    q.ack(&got[0].receipt).unwrap();
+    let state = sink.state();
+    let mut rebuilt = ReplicaState::new();
+    // A snapshot replaces whatever the state held before.
+    rebuilt.apply(&ReplicaState::new().snapshot()).unwrap();
+    rebuilt.apply(&state.snapshot()).unwrap();
+    assert_eq!((rebuilt.queues(), rebuilt.messages()), (state.queues(), state.messages()));
+    drop((q, engine));
+    let (clock, new) = successor(&clock, rebuilt, &sink);
+    let q = new.queue("q").unwrap();
+    assert_eq!(q.config().retention, Some(secs(3600)));
+    assert_eq!(q.receive(10).unwrap().len(), 3, "the one in flight stays hidden");
+    clock.advance(secs(10));
+    let back = q.receive(10).unwrap();
+    assert_eq!((back.len(), back[0].delivery_count), (1, 2));
+}
+
+#[test]
+fn bad_frames_are_a_clear_error_that_changes_nothing() {
+    let clock = ManualClock::new();
+    let sink = Arc::new(Recorder::default());
+    let engine = leader(&clock, &sink);
+    engine.create_queue("q", QueueConfig::default()).unwrap();
+    let mut state = sink.state();
+    let before = state.clone();
+    let mut frames = sink.calls.lock().unwrap()[0].clone();
+    let last = frames.len() - 1;
+    frames[last] ^= 1;
+    match state.apply(&frames) {
+        Err(Error::CorruptLog { offset, .. }) => assert_eq!(offset, 0),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(state, before);
+}
+
+#[test]
+fn a_refusing_sink_fails_the_call_and_stops_the_leader() {
+    let clock = ManualClock::new();
+    let sink = Arc::new(Recorder::default());
+    let engine = leader(&clock, &sink);
+    let q = engine.create_queue("q", QueueConfig::default()).unwrap();
+    q.send("kept").unwrap();
+    let got = q.receive_with(1, ReceiveOptions::default().visibility(secs(60))).unwrap();
+    sink.refuse.store(true, Ordering::SeqCst);
+    match q.send("refused") {
+        Err(Error::Storage { reason, payload }) => {
+            assert!(reason.contains("no quorum"), "{reason}");
+            assert_eq!(payload.as_deref(), Some(&b"refused"[..]), "the payload comes back");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(q.ack(&got[0].receipt), Err(LeaseError::Storage { .. })), "nor is an ack acknowledged");
+    assert!(matches!(q.send("later"), Err(Error::Storage { .. })), "a leader that lost its quorum takes nothing more");
+    // What the replicas have: the queue and the first message, leased.
+    sink.refuse.store(false, Ordering::SeqCst);
+    assert_eq!(sink.state().messages(), 1);
+}
