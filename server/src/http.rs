@@ -2,15 +2,18 @@
 //!
 //! Invariant: every request gets a response (an SQS result or an SQS error),
 //! bounded in size (`MAX_BODY_BYTES`) and in time (header and body reads time
-//! out); with credentials, only requests whose SigV4 signature verifies reach
-//! an action; on shutdown the listener closes, long polls end early, and open
-//! requests are given `DRAIN` to finish.
+//! out, and a connection idle longer than its limit's `idle_timeout` is
+//! closed); at most `max_connections` connections are open at once (the
+//! listener accepts the next only when one closes, so the rest wait in the
+//! kernel's backlog); with credentials, only requests whose SigV4 signature
+//! verifies reach an action; on shutdown the listener closes, long polls end
+//! early, and open requests are given `DRAIN` to finish.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -23,7 +26,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 
 use crate::api::{Call, dispatch};
 use crate::error::{ErrorCode, SqsError};
@@ -34,8 +37,37 @@ use crate::sigv4::{Credentials, Signed, verify};
 /// Largest request body: a 256 KiB message (or batch) with room for JSON
 /// escaping and the other fields.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-/// How long a client may take to send its headers, and then its body.
-const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How many connections a server keeps open at once, and how long one may
+/// sit idle, by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Connections open at once; the listener accepts no more until one
+    /// closes. At least 1.
+    pub max_connections: usize,
+    /// How long a connection may wait for the next request's headers (idle
+    /// between keep-alive requests, or sending them slowly) and then for the
+    /// body before it is closed.
+    pub idle_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    /// 4,096 connections (mind the process's file descriptor limit), 30 s
+    /// idle: longer than the SDKs' 20 s long polls, and their connection
+    /// pools reconnect when a kept-alive connection has been closed.
+    fn default() -> Self {
+        ConnectionLimits { max_connections: 4096, idle_timeout: Duration::from_secs(30) }
+    }
+}
+
+/// What `serve_with` runs with besides the listener and the registry.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// With credentials, every request must carry a valid SigV4 signature by
+    /// one of them; without, signatures are not checked.
+    pub credentials: Option<Credentials>,
+    /// Connection count and idle limits.
+    pub limits: ConnectionLimits,
+}
 /// How long shutdown waits for open requests.
 const DRAIN: Duration = Duration::from_secs(25);
 /// The content type of SQS's JSON protocol.
@@ -48,6 +80,11 @@ struct State {
     request_ids: AtomicU64,
     requests: RequestCounts,
     credentials: Option<Credentials>,
+    limits: ConnectionLimits,
+    /// Permits for connections; the accept loop holds one while it waits.
+    connections: Arc<Semaphore>,
+    /// Connections open now.
+    open: AtomicUsize,
 }
 
 /// Serves `registry` on `listener`, without checking request signatures,
@@ -68,7 +105,29 @@ pub async fn serve_with_auth(
     credentials: Option<Credentials>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    serve_with(listener, registry, ServeOptions { credentials, ..ServeOptions::default() }, shutdown).await
+}
+
+/// Like `serve_with_auth`, with the connection limits of `options`.
+///
+/// # Errors
+///
+/// The listener's address cannot be read, or `max_connections` is 0
+/// (`InvalidInput`).
+pub async fn serve_with(
+    listener: TcpListener,
+    registry: Arc<Registry>,
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
     let local = listener.local_addr()?;
+    let limits = options.limits;
+    if limits.max_connections == 0 || limits.max_connections > Semaphore::MAX_PERMITS {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("max_connections must be between 1 and {}", Semaphore::MAX_PERMITS),
+        ));
+    }
     let (stop, stopping) = watch::channel(false);
     let state = Arc::new(State {
         registry,
@@ -76,11 +135,23 @@ pub async fn serve_with_auth(
         shutdown: stopping,
         request_ids: AtomicU64::new(0),
         requests: RequestCounts::default(),
-        credentials,
+        credentials: options.credentials,
+        limits,
+        connections: Arc::new(Semaphore::new(limits.max_connections)),
+        open: AtomicUsize::new(0),
     });
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
+        // Wait for room before accepting: connections beyond the limit stay
+        // in the kernel's backlog instead of costing a task each.
+        let permit = tokio::select! {
+            permit = state.connections.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
         tokio::select! {
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
@@ -93,16 +164,21 @@ pub async fn serve_with_auth(
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let state = state.clone();
-                let service = service_fn(move |request| handle(request, peer, state.clone()));
+                let served = state.clone();
+                let service = service_fn(move |request| handle(request, peer, served.clone()));
                 let connection = http1::Builder::new()
                     .timer(TokioTimer::new())
-                    .header_read_timeout(READ_TIMEOUT)
+                    .header_read_timeout(limits.idle_timeout)
                     .keep_alive(true)
                     .serve_connection(TokioIo::new(stream), service);
                 let connection = graceful.watch(connection);
+                // Relaxed: a gauge for /metrics, ordered with nothing else.
+                state.open.fetch_add(1, Ordering::Relaxed);
+                let counted = state.clone();
                 tokio::spawn(async move {
                     let _ = connection.await;
+                    counted.open.fetch_sub(1, Ordering::Relaxed);
+                    drop(permit);
                 });
             }
             () = &mut shutdown => break,
@@ -117,6 +193,11 @@ pub async fn serve_with_auth(
     Ok(())
 }
 
+/// Connections open now, and the limit.
+fn open_connections(state: &State) -> (usize, usize) {
+    (state.open.load(Ordering::Relaxed), state.limits.max_connections)
+}
+
 async fn handle(
     request: Request<Incoming>,
     peer: SocketAddr,
@@ -127,7 +208,11 @@ async fn handle(
         // With signatures required, metrics (queue names, depths) are for
         // local scrapers only: a Prometheus scrape cannot sign.
         if state.credentials.is_none() || peer.ip().is_loopback() {
-            let mut response = Response::new(Full::new(Bytes::from(render(&state.registry, &state.requests))));
+            let mut response = Response::new(Full::new(Bytes::from(render(
+                &state.registry,
+                &state.requests,
+                open_connections(&state),
+            ))));
             response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
             return Ok(response);
         }
@@ -192,7 +277,7 @@ async fn answer(request: Request<Incoming>, state: &State) -> Result<serde_json:
     let host = host_of(&request).unwrap_or_else(|| state.local.to_string());
     let (parts, body) = request.into_parts();
     let body = Limited::new(body, MAX_BODY_BYTES);
-    let body = match tokio::time::timeout(READ_TIMEOUT, body.collect()).await {
+    let body = match tokio::time::timeout(state.limits.idle_timeout, body.collect()).await {
         Err(_) => return Err(SqsError::invalid("The request body did not arrive in time.")),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
         Ok(Err(e)) => return Err(SqsError::invalid(format!("The request body could not be read: {e}."))),

@@ -45,6 +45,6 @@ mod sigv4;
 pub use address::{ACCOUNT, REGION};
 pub use bind::check_bind;
 pub use error::{ErrorCode, SqsError};
-pub use http::{MAX_BODY_BYTES, serve, serve_with_auth};
+pub use http::{ConnectionLimits, MAX_BODY_BYTES, ServeOptions, serve, serve_with, serve_with_auth};
 pub use registry::{Registry, SETTINGS_FILE};
 pub use sigv4::Credentials;

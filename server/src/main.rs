@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use leaseq::{Engine, SyncPolicy};
-use leaseq_server::{Credentials, Registry, check_bind, serve_with_auth};
+use leaseq_server::{ConnectionLimits, Credentials, Registry, ServeOptions, check_bind, serve_with};
 
 // The binary picks the allocator (the library never imposes one): the
 // request path allocates per message, and glibc's malloc was a fifth of the
@@ -45,6 +45,16 @@ struct Args {
     /// --data-dir.
     #[arg(long, value_parser = parse_sync)]
     sync: Option<SyncPolicy>,
+    /// Connections open at once; beyond it clients wait in the listen
+    /// backlog until one closes (keep it under the file descriptor limit).
+    #[arg(long, default_value_t = 4096,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+    /// Seconds a connection may sit idle (or take to send a request's
+    /// headers, then its body) before it is closed.
+    #[arg(long, default_value_t = ConnectionLimits::default().idle_timeout.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    idle_timeout_secs: u64,
 }
 
 fn parse_sync(text: &str) -> Result<SyncPolicy, String> {
@@ -103,7 +113,12 @@ fn run(args: Args) -> Result<(), String> {
         let auth = if credentials.is_some() { "SigV4 required" } else { "no authentication" };
         eprintln!("leaseq-server: listening on http://{local} ({mode}, {auth})");
         let registry = Arc::new(registry);
-        serve_with_auth(listener, registry.clone(), credentials, stop_signal()).await.map_err(|e| e.to_string())?;
+        let limits = ConnectionLimits {
+            max_connections: args.max_connections as usize,
+            idle_timeout: Duration::from_secs(args.idle_timeout_secs),
+        };
+        let options = ServeOptions { credentials, limits };
+        serve_with(listener, registry.clone(), options, stop_signal()).await.map_err(|e| e.to_string())?;
         registry.engine().flush().map_err(|e| format!("final flush failed: {e}"))?;
         eprintln!("leaseq-server: stopped");
         Ok(())
@@ -130,5 +145,19 @@ async fn stop_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_flags_default_to_the_library_limits() {
+        let args = Args::parse_from(["leaseq-server"]);
+        let defaults = ConnectionLimits::default();
+        assert_eq!(args.max_connections as usize, defaults.max_connections);
+        assert_eq!(Duration::from_secs(args.idle_timeout_secs), defaults.idle_timeout);
+        assert!(Args::try_parse_from(["leaseq-server", "--idle-timeout-secs", "0"]).is_err());
     }
 }

@@ -30,8 +30,14 @@ impl RequestCounts {
 }
 
 /// The exposition text.
-pub(crate) fn render(registry: &Registry, requests: &RequestCounts) -> String {
+pub(crate) fn render(registry: &Registry, requests: &RequestCounts, (open, max): (usize, usize)) -> String {
     let mut out = String::new();
+    out.push_str("# HELP leaseq_server_connections Connections open now (this scrape's included).\n");
+    out.push_str("# TYPE leaseq_server_connections gauge\n");
+    let _ = writeln!(out, "leaseq_server_connections {open}");
+    out.push_str("# HELP leaseq_server_max_connections Connections the server keeps open at most.\n");
+    out.push_str("# TYPE leaseq_server_max_connections gauge\n");
+    let _ = writeln!(out, "leaseq_server_max_connections {max}");
     out.push_str("# HELP leaseq_sqs_requests_total SQS requests answered, by action and outcome.\n");
     out.push_str("# TYPE leaseq_sqs_requests_total counter\n");
     for ((action, outcome), n) in requests.counts.lock().unwrap_or_else(|p| p.into_inner()).iter() {
@@ -95,10 +101,12 @@ mod tests {
         requests.record(Some("SendMessage"), None);
         requests.record(Some("SendMessage"), None);
         requests.record(Some("NoSuchThing\"}"), Some(ErrorCode::UnknownOperation));
-        let text = render(&registry, &requests);
+        let text = render(&registry, &requests, (3, 10));
         assert!(text.contains("leaseq_sqs_requests_total{action=\"SendMessage\",outcome=\"ok\"} 2\n"), "{text}");
         assert!(text.contains("{action=\"unknown\",outcome=\"UnknownOperationException\"} 1\n"), "{text}");
         assert!(text.contains("leaseq_queue_messages{queue=\"jobs\",state=\"ready\"} 1\n"), "{text}");
         assert!(text.contains("leaseq_queue_events_total{queue=\"jobs\",event=\"sent\"} 1\n"), "{text}");
+        assert!(text.contains("leaseq_server_connections 3\n"), "{text}");
+        assert!(text.contains("leaseq_server_max_connections 10\n"), "{text}");
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::{BehaviorVersion, Region};
 use leaseq::Engine;
-use leaseq_server::{Credentials, Registry, serve_with_auth};
+use leaseq_server::{ConnectionLimits, Credentials, Registry, ServeOptions, serve_with};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -43,19 +43,25 @@ impl TestServer {
 
     /// An in-memory server that requires SigV4 signatures by `credentials`.
     pub async fn signed(credentials: Credentials) -> TestServer {
-        Self::serving(Engine::new(), None, Some(credentials)).await
+        Self::serving(Engine::new(), None, ServeOptions { credentials: Some(credentials), ..ServeOptions::default() })
+            .await
+    }
+
+    /// An in-memory server with these connection limits.
+    pub async fn limited(limits: ConnectionLimits) -> TestServer {
+        Self::serving(Engine::new(), None, ServeOptions { limits, ..ServeOptions::default() }).await
     }
 
     async fn with_engine(engine: Engine, dir: Option<PathBuf>) -> TestServer {
-        Self::serving(engine, dir, None).await
+        Self::serving(engine, dir, ServeOptions::default()).await
     }
 
-    async fn serving(engine: Engine, dir: Option<PathBuf>, credentials: Option<Credentials>) -> TestServer {
+    async fn serving(engine: Engine, dir: Option<PathBuf>, options: ServeOptions) -> TestServer {
         let registry = Arc::new(Registry::open(engine, dir).expect("registry"));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve_with_auth(listener, registry, credentials, async {
+        let task = tokio::spawn(serve_with(listener, registry, options, async {
             let _ = stopped.await;
         }));
         TestServer { addr, client: sdk_client(addr), stop: Some(stop), task: Some(task) }
