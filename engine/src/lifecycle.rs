@@ -219,6 +219,34 @@ impl QueueCore {
         self.accept(arrival, delay, self.now())
     }
 
+    /// Restores a message whose last attempt's lease is still in force
+    /// (`Free(g)` -> `InFlight(g + 1)` at once, restore only): a replicated
+    /// engine's failover at the retry ceiling, where the attempt has not
+    /// failed yet. Its lease ends `lease_left` from now and then expires as
+    /// any lease does (to the dead-letter queue at the ceiling). No receipt
+    /// names it: the engine that granted the lease is gone.
+    pub(crate) fn restore_leased(&self, arrival: Arrival, lease_left: u64) -> Result<MessageId, Arrival> {
+        debug_assert_eq!(arrival.origin, Origin::Restored);
+        let now = self.now();
+        let Staged { shard, index, slot, id, arrived_at, .. } = self.stage(arrival, 0, now)?;
+        let deadline = now.saturating_add(lease_left);
+        slot.set_sent_at(arrived_at);
+        // SAFETY: the slot is staged, not published: this thread owns it.
+        unsafe {
+            slot.body_mut(|body| {
+                body.received_at = now;
+                body.deadline = deadline;
+            });
+        }
+        let published = next::received(next::sent(slot.lease.load(), false));
+        slot.reset_late_calls(published.generation());
+        // Counted before the publish, as a send is: the in-flight inflow.
+        shard.stats.add(Counter::RestoredInFlight, 1);
+        slot.lease.publish_owned(published);
+        self.schedule(shard, index, slot, deadline);
+        Ok(id)
+    }
+
     /// The checks every send passes before it touches a slot.
     pub(crate) fn check_send(&self, payload: &Bytes) -> Result<(), Error> {
         if payload.len() > self.config.max_payload {

@@ -83,9 +83,12 @@ pub(crate) enum Counter {
     RedriveTooLarge,
     /// Messages dropped because they outlived the queue's retention.
     RetentionDropped,
+    /// Messages restored in flight (a replicated engine's failover at the
+    /// retry ceiling, `restore_leased`): sent and in flight at once.
+    RestoredInFlight,
 }
 
-const COUNTERS: usize = Counter::RetentionDropped as usize + 1;
+const COUNTERS: usize = Counter::RestoredInFlight as usize + 1;
 
 /// The distributions each shard keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -553,11 +556,12 @@ impl QueueStats {
         QueueStats {
             ready,
             delayed: sums.gauge(&[SentDelayed, DelayedIn], &[DelayedOut]),
-            // Every delivery starts an attempt, so `Received` is the inflow.
-            in_flight: sums.gauge(&[Received], &[AckedInFlight, InFlightOut]),
+            // Every delivery starts an attempt, so `Received` is the inflow
+            // (with the leases a failover restored).
+            in_flight: sums.gauge(&[Received, RestoredInFlight], &[AckedInFlight, InFlightOut]),
             dead_letter_depth,
             oldest_ready_age: if ready > 0 { oldest_ready_age } else { None },
-            sent: sums.sum(&[SentReady, SentDelayed]),
+            sent: sums.sum(&[SentReady, SentDelayed, RestoredInFlight]),
             received: sums.get(Counter::Received),
             redelivered: sums.get(Counter::Redelivered),
             acked: sums.sum(&[AckedInFlight, AckedAfterExpiry]),

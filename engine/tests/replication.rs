@@ -205,3 +205,54 @@ fn a_refusing_sink_fails_the_call_and_stops_the_leader() {
     sink.refuse.store(false, Ordering::SeqCst);
     assert_eq!(sink.state().messages(), 1);
 }
+
+#[test]
+fn a_last_delivery_leased_at_failover_ends_in_the_dead_letter_queue() {
+    let clock = ManualClock::new();
+    let sink = Arc::new(Recorder::default());
+    let old = leader(&clock, &sink);
+    old.create_queue("dlq", QueueConfig::default()).unwrap();
+    let jobs = old.create_queue("jobs", QueueConfig::default().max_receives(2).dead_letter_queue("dlq")).unwrap();
+    jobs.send("poison").unwrap();
+    jobs.send("second").unwrap();
+    let lease = ReceiveOptions::default().visibility(secs(60));
+    // Both delivered twice: the first leases run out, "second" is released
+    // at its second delivery (the ceiling: to the dead-letter queue), and
+    // "poison"'s last lease is in force at failover.
+    let release_second = |got: &[leaseq::Delivery]| {
+        let second = got.iter().find(|d| &d.payload[..] == b"second").unwrap();
+        jobs.release(&second.receipt, Duration::ZERO).unwrap();
+    };
+    let first = jobs.receive_with(10, lease).unwrap();
+    assert!(first.len() == 2 && first.iter().all(|d| d.delivery_count == 1));
+    release_second(&first);
+    clock.advance(secs(61));
+    let last = jobs.receive_with(10, lease).unwrap();
+    assert!(last.len() == 2 && last.iter().all(|d| d.delivery_count == 2));
+    release_second(&last);
+    let stats = jobs.stats();
+    assert_eq!((stats.in_flight, stats.dead_lettered), (1, 1), "second reached the ceiling by release");
+    clock.advance(secs(1));
+    let state = sink.state();
+    drop((jobs, old));
+    let (clock, new) = successor(&clock, state, &sink);
+    let jobs = new.queue("jobs").unwrap();
+    let dlq = new.queue("dlq").unwrap();
+    let restored = jobs.stats();
+    assert_eq!((restored.in_flight, restored.ready, restored.delayed), (1, 0, 0), "restored in flight: {restored:?}");
+    assert_eq!(dlq.stats().ready, 1);
+    // Hidden until its lease ends, then it expires to the dead-letter queue
+    // rather than being delivered a third time.
+    clock.advance(secs(58));
+    assert!(jobs.receive(10).unwrap().is_empty());
+    clock.advance(secs(1));
+    assert!(jobs.receive(10).unwrap().is_empty(), "delivered past max_receives");
+    let after = jobs.stats();
+    assert_eq!((after.in_flight, after.expired, after.dead_lettered), (0, 1, 1), "{after:?}");
+    let dead = dlq.receive_with(10, lease).unwrap();
+    let mut bodies: Vec<&[u8]> = dead.iter().map(|d| &d.payload[..]).collect();
+    bodies.sort();
+    assert_eq!(bodies, vec![&b"poison"[..], &b"second"[..]]);
+    let poison = dead.iter().find(|d| &d.payload[..] == b"poison").unwrap();
+    assert_eq!(poison.dead_letter.as_ref().map(|r| r.delivery_count), Some(2));
+}

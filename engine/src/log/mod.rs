@@ -348,26 +348,28 @@ pub(crate) fn restore(engine: &Engine, replica: &Replica, report: &mut RecoveryR
     // (an arrival not logged, or after now, counts as now).
     let arrived_at =
         |m: &replica::MessageState| (m.arrived != 0).then(|| now.0.saturating_sub(unix_now.saturating_sub(m.arrived)));
-    let in_place = |core: &QueueCore, id: u64, m: &replica::MessageState| {
-        let arrived_at = arrived_at(m);
+    let arrival_of = |id: u64, m: &replica::MessageState| {
         let history =
             m.dead_letter.clone().map(|record| Box::new(History { dead_letter: Some(record), ..History::default() }));
-        let arrival = Arrival {
+        Arrival {
             id: Some(MessageId(id)),
-            arrived_at,
+            arrived_at: arrived_at(m),
             payload: m.payload.clone(),
             lifetime_deliveries: m.carried,
             history,
             delivery_count: m.count,
             origin: Origin::Restored,
-        };
-        core.restore(arrival, m.deliver_at.saturating_sub(unix_now)).map(drop).map_err(|_| Error::Storage {
-            reason: format!(
-                "the log holds more messages for queue '{}' than its max_messages ({}); recovery stopped",
-                core.name, core.config.max_messages
-            ),
-            payload: None,
-        })
+        }
+    };
+    let too_many = |core: &QueueCore| Error::Storage {
+        reason: format!(
+            "the log holds more messages for queue '{}' than its max_messages ({}); recovery stopped",
+            core.name, core.config.max_messages
+        ),
+        payload: None,
+    };
+    let in_place = |core: &QueueCore, id: u64, m: &replica::MessageState| {
+        core.restore(arrival_of(id, m), m.deliver_at.saturating_sub(unix_now)).map(drop).map_err(|_| too_many(core))
     };
     // Two passes. First every message that stays where it is, in arrival
     // order. Then, in arrival order, each message whose delivery count
@@ -395,10 +397,19 @@ pub(crate) fn restore(engine: &Engine, replica: &Replica, report: &mut RecoveryR
                 continue;
             }
         }
-        // A replicated engine's failover may find the last attempt's lease
-        // still in force: that attempt has not failed yet.
-        let ceiling = core.config.max_receives.is_some_and(|ceiling| m.count >= ceiling) && m.deliver_at <= unix_now;
-        if ceiling && core.dead_letter.is_some() {
+        let at_ceiling_count = core.config.max_receives.is_some_and(|ceiling| m.count >= ceiling);
+        if at_ceiling_count && m.deliver_at > unix_now {
+            // A replicated engine's failover found the last attempt's lease
+            // still in force (only a replicated engine logs leases, and a
+            // release at the ceiling moves the message): that attempt has
+            // not failed yet, so it stays in flight until its lease ends and
+            // then expires as leases do, to the dead-letter queue.
+            core.restore_leased(arrival_of(id, m), m.deliver_at - unix_now).map_err(|_| too_many(core))?;
+            *held.entry(m.queue).or_default() += 1;
+            report.messages += 1;
+            continue;
+        }
+        if at_ceiling_count && core.dead_letter.is_some() {
             *undecided.entry(m.queue).or_default() += 1;
             at_ceiling.push((id, m, core));
             continue;
