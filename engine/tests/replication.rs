@@ -155,6 +155,10 @@ fn a_snapshot_rebuilds_the_same_state() {
     rebuilt.apply(&ReplicaState::new().snapshot()).unwrap();
     rebuilt.apply(&state.snapshot()).unwrap();
     assert_eq!((rebuilt.queues(), rebuilt.messages()), (state.queues(), state.messages()));
+    assert_eq!(rebuilt.snapshot(), state.snapshot(), "a snapshot of the rebuilt state is the same snapshot");
+    let mut again = ReplicaState::new();
+    again.apply(&rebuilt.snapshot()).unwrap();
+    assert_eq!(again, rebuilt, "equal whatever number of records brought each there");
     drop((q, engine));
     let (clock, new) = successor(&clock, rebuilt, &sink);
     let q = new.queue("q").unwrap();
@@ -255,4 +259,22 @@ fn a_last_delivery_leased_at_failover_ends_in_the_dead_letter_queue() {
     assert_eq!(bodies, vec![&b"poison"[..], &b"second"[..]]);
     let poison = dead.iter().find(|d| &d.payload[..] == b"poison").unwrap();
     assert_eq!(poison.dead_letter.as_ref().map(|r| r.delivery_count), Some(2));
+}
+
+/// A sink that panics.
+struct Panicking;
+
+impl ReplicationSink for Panicking {
+    fn replicate(&self, _frames: &[u8]) -> Result<(), String> {
+        panic!("a sink bug");
+    }
+}
+
+#[test]
+fn a_panicking_sink_fails_the_call_instead_of_hanging_it() {
+    let engine = Engine::builder().replicated(Panicking).start().unwrap();
+    match engine.create_queue("q", QueueConfig::default()) {
+        Err(Error::Storage { reason, .. }) => assert!(reason.contains("panicked"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
 }

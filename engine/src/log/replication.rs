@@ -52,10 +52,21 @@ pub trait ReplicationSink: Send + Sync + 'static {
 
 /// What a replica holds: the queues and messages that the frames applied to
 /// it describe, as a data dir's log would (docs/replication.md).
-#[derive(Debug, Default, Clone, PartialEq)]
+///
+/// Two states are equal when they hold the same queues and messages with
+/// the same arrival numbering, whatever number of records brought each
+/// there. A state rebuilt from a snapshot numbers arrivals afresh (their
+/// order is kept): compare `snapshot()`s to compare it with its source.
+#[derive(Debug, Default, Clone)]
 pub struct ReplicaState {
     replica: Replica,
     applied: u64,
+}
+
+impl PartialEq for ReplicaState {
+    fn eq(&self, other: &Self) -> bool {
+        self.replica == other.replica
+    }
 }
 
 impl ReplicaState {

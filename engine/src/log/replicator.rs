@@ -86,7 +86,11 @@ impl Replicator {
     fn replicate_group(&mut self) {
         let result = match &self.broken {
             Some(why) => Err(why.clone()),
-            None => self.sink.replicate(&self.buf).map_err(|why| StorageFailure(format!("replication: {why}").into())),
+            // A panicking sink is a failed sink: otherwise this thread would
+            // die and every waiting call would wait for ever.
+            None => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.sink.replicate(&self.buf)))
+                .unwrap_or_else(|_| Err("the replication sink panicked".into()))
+                .map_err(|why| StorageFailure(format!("replication: {why}").into())),
         };
         let counters = &self.journal.counters;
         match result {
