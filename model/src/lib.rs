@@ -20,10 +20,12 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub mod differential;
+pub mod history;
 mod message;
 mod model;
 mod stats;
 pub mod validate;
 
+pub use history::{Call, CheckError, CheckReport, History, Op, OpId, Outcome, Violation};
 pub use model::{Model, ModelDelivery, ModelReceipt, QueueRef, ReceivePlan};
 pub use stats::{Counters, ModelStats};

@@ -86,7 +86,7 @@ pub struct ReceivePlan {
     visibility: u64,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Queue {
     name: String,
     config: QueueConfig,
@@ -125,7 +125,7 @@ enum Failure {
 }
 
 /// The reference model of one engine on a manual clock.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Model {
     now: u64,
     default_shards: usize,
