@@ -1,0 +1,34 @@
+//! leaseq-cluster: a leaseq engine replicated through a Raft group
+//! (openraft 0.9), on the engine's replication seam (docs/replication.md).
+//!
+//! The leader's engine hands its records to a [`RaftSink`], which proposes
+//! each group as one Raft entry and returns once it committed; every node's
+//! [`StateMachine`] applies committed entries to a `leaseq::ReplicaState`.
+//! When leadership moves, the new leader's [`Node::start_engine`] waits
+//! until it has applied everything committed, then starts a leader engine
+//! from its replica state. The old leader's engine, cut off from a quorum,
+//! fails its writes and then refuses all writes; entries it manages to get
+//! appended in a later term are fenced (skipped by every replica).
+//!
+//! This first step keeps the Raft log in memory ([`LogStore`]) and connects
+//! nodes in-process ([`Router`]); a durable log and a TCP network are later
+//! steps.
+
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod error;
+mod log_store;
+mod network;
+mod node;
+mod sink;
+mod state_machine;
+mod types;
+
+pub use error::ClusterError;
+pub use log_store::LogStore;
+pub use network::{Connection, Network, Router};
+pub use node::Node;
+pub use sink::{DEFAULT_WRITE_TIMEOUT, RaftSink};
+pub use state_machine::StateMachine;
+pub use types::{NodeId, Raft, Request, Response, TypeConfig};

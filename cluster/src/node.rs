@@ -1,0 +1,156 @@
+//! `Node`: one member of the group (a Raft instance, its in-memory log and
+//! its state machine) and the way it becomes the serving leader.
+//!
+//! Invariant: `start_engine` returns an engine only when this node leads a
+//! term, has applied every entry committed before that term and its own
+//! blank entry (`ensure_linearizable`), and still leads that same term after
+//! the replica state was copied; the engine's sink is fenced to that term,
+//! and at most one engine is started per node per term.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leaseq::{Engine, EngineBuilder, ReplicaState};
+use openraft::ServerState;
+use tokio::runtime::Handle;
+use tokio::time::Instant;
+
+use crate::error::ClusterError;
+use crate::log_store::LogStore;
+use crate::network::Router;
+use crate::sink::{DEFAULT_WRITE_TIMEOUT, RaftSink};
+use crate::state_machine::StateMachine;
+use crate::types::{NodeId, Raft};
+
+/// How often `start_engine` looks at the node's metrics while waiting.
+const POLL: Duration = Duration::from_millis(10);
+
+/// One member of a leaseq Raft group.
+pub struct Node {
+    id: NodeId,
+    raft: Raft,
+    state_machine: StateMachine,
+    runtime: Handle,
+    write_timeout: Duration,
+    served_term: Mutex<Option<u64>>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node").field("id", &self.id).field("write_timeout", &self.write_timeout).finish_non_exhaustive()
+    }
+}
+
+impl Node {
+    /// Starts node `id` on the current tokio runtime with an empty log and
+    /// state, and registers it on `router`.
+    ///
+    /// # Errors
+    ///
+    /// `ClusterError::Raft` if openraft refuses the config or cannot start.
+    ///
+    /// # Panics
+    ///
+    /// If called outside a tokio runtime (as `Handle::current` does).
+    pub async fn start(id: NodeId, config: Arc<openraft::Config>, router: &Router) -> Result<Node, ClusterError> {
+        let state_machine = StateMachine::new();
+        let raft = Raft::new(id, config, router.factory(id), LogStore::new(), state_machine.clone())
+            .await
+            .map_err(|e| ClusterError::Raft(e.to_string()))?;
+        router.register(id, raft.clone());
+        Ok(Node {
+            id,
+            raft,
+            state_machine,
+            runtime: Handle::current(),
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
+            served_term: Mutex::new(None),
+        })
+    }
+
+    /// How long an engine started from now on waits for each write to
+    /// commit (default `DEFAULT_WRITE_TIMEOUT`).
+    #[must_use]
+    pub fn with_write_timeout(mut self, timeout: Duration) -> Self {
+        self.write_timeout = timeout;
+        self
+    }
+
+    /// This node's id.
+    #[must_use]
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The node's Raft handle (membership changes, metrics, triggers).
+    #[must_use]
+    pub fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    /// A copy of what this node's state machine has applied.
+    #[must_use]
+    pub fn replica_state(&self) -> ReplicaState {
+        self.state_machine.replica_state()
+    }
+
+    /// The term this node leads now, if it does.
+    fn leading_term(&self) -> Option<u64> {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
+        let leads = metrics.state == ServerState::Leader && metrics.current_leader == Some(self.id);
+        leads.then_some(metrics.current_term)
+    }
+
+    /// Waits (up to `wait`) until this node leads and has applied everything
+    /// committed in its term, then starts a leader engine from its replica
+    /// state, built from `builder` (its clock must continue the previous
+    /// leader's time line: the system clock does).
+    ///
+    /// # Errors
+    ///
+    /// `NotLeader` if that did not happen within `wait`; `AlreadyServing` if
+    /// an engine was started on this node in this term; `Raft` if the node
+    /// stopped; `Engine` if the engine would not start.
+    pub async fn start_engine(&self, builder: EngineBuilder, wait: Duration) -> Result<Engine, ClusterError> {
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Some(term) = self.leading_term() {
+                match tokio::time::timeout_at(deadline, self.raft.ensure_linearizable()).await {
+                    Err(_) => return Err(ClusterError::NotLeader),
+                    Ok(Err(e)) if e.fatal().is_some() => return Err(ClusterError::Raft(e.to_string())),
+                    Ok(Err(_)) => {} // lost the leadership meanwhile: wait for the next
+                    Ok(Ok(_)) => {
+                        let state = self.state_machine.replica_state();
+                        if self.leading_term() == Some(term) {
+                            return self.serve(builder, state, term).await;
+                        }
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(ClusterError::NotLeader);
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    async fn serve(&self, builder: EngineBuilder, state: ReplicaState, term: u64) -> Result<Engine, ClusterError> {
+        {
+            let mut served = self.served_term.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(served) = *served
+                && served >= term
+            {
+                return Err(ClusterError::AlreadyServing { term: served });
+            }
+            *served = Some(term);
+        }
+        let sink = RaftSink::new(self.raft.clone(), self.runtime.clone(), term, self.write_timeout);
+        // Starting may replicate (moves at start) and so block on this
+        // runtime: do it off the runtime's workers.
+        tokio::task::spawn_blocking(move || builder.replicated(sink).state(state).start())
+            .await
+            .map_err(|e| ClusterError::Raft(format!("the engine's start task failed: {e}")))?
+            .map_err(ClusterError::Engine)
+    }
+}
