@@ -431,6 +431,19 @@ impl Journal {
         self.writer_idle.store(false, Ordering::Relaxed);
     }
 
+    /// The writer (or replicator) has nothing to do: sleeps up to `sleep`
+    /// unless a record or a flush arrived meanwhile (a push wakes it), or
+    /// yields when a flush waits on a record not pushed yet (its pusher took
+    /// a sequence number a moment ago) so that pusher can run.
+    pub(crate) fn writer_idle_wait(&self, sleep: std::time::Duration) {
+        if self.writer_may_sleep() {
+            std::thread::park_timeout(sleep);
+            self.writer_awake();
+        } else if !self.has_records() {
+            std::thread::yield_now();
+        }
+    }
+
     /// Every record below `seq` was handed to the operating system.
     pub(crate) fn mark_written(&self, seq: u64) {
         self.written.store(seq, Ordering::Release);

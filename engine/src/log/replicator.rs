@@ -61,12 +61,7 @@ impl Replicator {
                 std::thread::yield_now();
                 continue;
             }
-            if self.journal.writer_may_sleep() {
-                std::thread::park_timeout(IDLE_SLEEP);
-                self.journal.writer_awake();
-            } else if !self.journal.has_records() {
-                std::thread::yield_now();
-            }
+            self.journal.writer_idle_wait(IDLE_SLEEP);
         }
     }
 

@@ -173,14 +173,7 @@ impl Writer {
                 SyncPolicy::Interval(every) if self.unsynced => every.saturating_sub(self.last_sync.elapsed()),
                 _ => IDLE_SLEEP,
             };
-            if self.journal.writer_may_sleep() {
-                std::thread::park_timeout(sleep.max(Duration::from_micros(50)));
-                self.journal.writer_awake();
-            } else if !self.journal.has_records() {
-                // A flush waits on a record not pushed yet (its pusher took a
-                // sequence number a moment ago): let it run.
-                std::thread::yield_now();
-            }
+            self.journal.writer_idle_wait(sleep.max(Duration::from_micros(50)));
         }
     }
 
