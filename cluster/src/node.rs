@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use leaseq::{Engine, EngineBuilder, ReplicaState};
 use openraft::ServerState;
+use openraft::network::RaftNetworkFactory;
+use openraft::storage::RaftLogStorage;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
@@ -20,7 +22,7 @@ use crate::log_store::LogStore;
 use crate::network::Router;
 use crate::sink::{DEFAULT_WRITE_TIMEOUT, RaftSink};
 use crate::state_machine::StateMachine;
-use crate::types::{NodeId, Raft};
+use crate::types::{NodeId, Raft, TypeConfig};
 
 /// How often `start_engine` looks at the node's metrics while waiting.
 const POLL: Duration = Duration::from_millis(10);
@@ -53,11 +55,37 @@ impl Node {
     ///
     /// If called outside a tokio runtime (as `Handle::current` does).
     pub async fn start(id: NodeId, config: Arc<openraft::Config>, router: &Router) -> Result<Node, ClusterError> {
-        let state_machine = StateMachine::new();
-        let raft = Raft::new(id, config, router.factory(id), LogStore::new(), state_machine.clone())
+        let node = Node::start_with(id, config, router.factory(id), LogStore::new(), StateMachine::new()).await?;
+        router.register(id, node.raft.clone());
+        Ok(node)
+    }
+
+    /// Starts node `id` on the current tokio runtime over any network and
+    /// Raft log store, with `state_machine` (empty, or recovered from its
+    /// snapshot).
+    ///
+    /// # Errors
+    ///
+    /// `ClusterError::Raft` if openraft refuses the config, or reading the
+    /// log store fails.
+    ///
+    /// # Panics
+    ///
+    /// If called outside a tokio runtime (as `Handle::current` does).
+    pub async fn start_with<N, L>(
+        id: NodeId,
+        config: Arc<openraft::Config>,
+        network: N,
+        log: L,
+        state_machine: StateMachine,
+    ) -> Result<Node, ClusterError>
+    where
+        N: RaftNetworkFactory<TypeConfig>,
+        L: RaftLogStorage<TypeConfig>,
+    {
+        let raft = Raft::new(id, config, network, log, state_machine.clone())
             .await
             .map_err(|e| ClusterError::Raft(e.to_string()))?;
-        router.register(id, raft.clone());
         Ok(Node {
             id,
             raft,

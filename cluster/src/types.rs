@@ -14,7 +14,7 @@ use std::io::Cursor;
 pub type NodeId = u64;
 
 /// One replicated group of engine records.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Request {
     /// The Raft term the proposing engine was started in.
     pub term: u64,
@@ -29,7 +29,7 @@ impl fmt::Display for Request {
 }
 
 /// What applying one entry did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Response {
     /// A blank or membership entry: nothing for the engine.
     #[default]
