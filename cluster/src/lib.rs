@@ -29,6 +29,6 @@ pub use error::ClusterError;
 pub use log_store::LogStore;
 pub use network::{Connection, Network, Router};
 pub use node::Node;
-pub use sink::{DEFAULT_WRITE_TIMEOUT, RaftSink};
+pub use sink::{DEFAULT_WRITE_TIMEOUT, RaftSink, SinkGate};
 pub use state_machine::StateMachine;
 pub use types::{NodeId, Raft, Request, Response, TypeConfig};

@@ -4,8 +4,11 @@
 //! Invariant: `start_engine` returns an engine only when this node leads a
 //! term, has applied every entry committed before that term and its own
 //! blank entry (`ensure_linearizable`), and still leads that same term after
-//! the replica state was copied; the engine's sink is fenced to that term,
-//! and at most one engine is started per node per term.
+//! the replica state was copied; the engine's sink is fenced to that term.
+//! At most one engine per node per term proposes: `restart_engine` (for an
+//! engine whose writes failed while this node kept leading) first retires
+//! the previous engine's sink and waits until everything it proposed is
+//! applied, so the new engine starts from a state that includes it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,7 +23,7 @@ use tokio::time::Instant;
 use crate::error::ClusterError;
 use crate::log_store::LogStore;
 use crate::network::Router;
-use crate::sink::{DEFAULT_WRITE_TIMEOUT, RaftSink};
+use crate::sink::{DEFAULT_WRITE_TIMEOUT, RaftSink, SinkGate};
 use crate::state_machine::StateMachine;
 use crate::types::{NodeId, Raft, TypeConfig};
 
@@ -34,7 +37,8 @@ pub struct Node {
     state_machine: StateMachine,
     runtime: Handle,
     write_timeout: Duration,
-    served_term: Mutex<Option<u64>>,
+    /// The term of the last engine started here, and its sink's gate.
+    served: Mutex<Option<(u64, SinkGate)>>,
 }
 
 impl std::fmt::Debug for Node {
@@ -92,7 +96,7 @@ impl Node {
             state_machine,
             runtime: Handle::current(),
             write_timeout: DEFAULT_WRITE_TIMEOUT,
-            served_term: Mutex::new(None),
+            served: Mutex::new(None),
         })
     }
 
@@ -120,6 +124,12 @@ impl Node {
     #[must_use]
     pub fn replica_state(&self) -> ReplicaState {
         self.state_machine.replica_state()
+    }
+
+    /// The term of the last engine started on this node, if any.
+    #[must_use]
+    pub fn serves_term(&self) -> Option<u64> {
+        self.served.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref().map(|(term, _)| *term)
     }
 
     /// The term this node leads now, if it does.
@@ -163,22 +173,74 @@ impl Node {
         }
     }
 
-    async fn serve(&self, builder: EngineBuilder, state: ReplicaState, term: u64) -> Result<Engine, ClusterError> {
-        {
-            let mut served = self.served_term.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Some(served) = *served
-                && served >= term
-            {
-                return Err(ClusterError::AlreadyServing { term: served });
-            }
-            *served = Some(term);
+    /// Like `start_engine`, for a node that already serves its term with an
+    /// engine that can no longer write (a write failed: no quorum for a
+    /// while, then one again). Retires the old engine's sink, waits until
+    /// this node has applied every entry in its log (so the state includes
+    /// whatever the old engine got committed), then starts a new engine.
+    /// Receipts of the old engine are refused by the new one.
+    ///
+    /// # Errors
+    ///
+    /// As `start_engine`; `NotLeader` also when this node does not lead the
+    /// term its last engine was started in.
+    pub async fn restart_engine(&self, builder: EngineBuilder, wait: Duration) -> Result<Engine, ClusterError> {
+        let deadline = Instant::now() + wait;
+        let served = self.served.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let Some((term, gate)) = served else {
+            return self.start_engine(builder, wait).await;
+        };
+        if self.leading_term() != Some(term) {
+            return Err(ClusterError::NotLeader);
+        }
+        gate.retire().await;
+        match tokio::time::timeout_at(deadline, self.raft.ensure_linearizable()).await {
+            Err(_) | Ok(Err(_)) => return Err(ClusterError::NotLeader),
+            Ok(Ok(_)) => {}
+        }
+        // Everything the old sink proposed is in the log now (retire waited
+        // for any proposal in flight, and ensure_linearizable was queued
+        // behind it): wait until it is all applied.
+        let last_log = self.raft.metrics().borrow().last_log_index;
+        let applied = self.raft.wait(Some(deadline.saturating_duration_since(Instant::now())));
+        applied.applied_index_at_least(last_log, "the old engine's entries applied").await.map_err(|_| ClusterError::NotLeader)?;
+        let state = self.state_machine.replica_state();
+        if self.leading_term() != Some(term) {
+            return Err(ClusterError::NotLeader);
         }
         let sink = RaftSink::new(self.raft.clone(), self.runtime.clone(), term, self.write_timeout);
-        // Starting may replicate (moves at start) and so block on this
-        // runtime: do it off the runtime's workers.
-        tokio::task::spawn_blocking(move || builder.replicated(sink).state(state).start())
-            .await
-            .map_err(|e| ClusterError::Raft(format!("the engine's start task failed: {e}")))?
-            .map_err(ClusterError::Engine)
+        {
+            let mut served = self.served.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Another restart got here first: it owns the term now.
+            if served.as_ref().is_none_or(|(_, current)| !current.same(&gate)) {
+                return Err(ClusterError::AlreadyServing { term });
+            }
+            *served = Some((term, sink.gate()));
+        }
+        open_engine(builder, sink, state).await
     }
+
+    async fn serve(&self, builder: EngineBuilder, state: ReplicaState, term: u64) -> Result<Engine, ClusterError> {
+        let sink = RaftSink::new(self.raft.clone(), self.runtime.clone(), term, self.write_timeout);
+        {
+            let mut served = self.served.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some((served, _)) = &*served
+                && *served >= term
+            {
+                return Err(ClusterError::AlreadyServing { term: *served });
+            }
+            *served = Some((term, sink.gate()));
+        }
+        open_engine(builder, sink, state).await
+    }
+}
+
+/// Starts a replicated engine on `sink` from `state`.
+async fn open_engine(builder: EngineBuilder, sink: RaftSink, state: ReplicaState) -> Result<Engine, ClusterError> {
+    // Starting may replicate (moves at start) and so block on this runtime:
+    // do it off the runtime's workers.
+    tokio::task::spawn_blocking(move || builder.replicated(sink).state(state).start())
+        .await
+        .map_err(|e| ClusterError::Raft(format!("the engine's start task failed: {e}")))?
+        .map_err(ClusterError::Engine)
 }
