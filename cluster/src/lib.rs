@@ -10,25 +10,32 @@
 //! fails its writes and then refuses all writes; entries it manages to get
 //! appended in a later term are fenced (skipped by every replica).
 //!
-//! This first step keeps the Raft log in memory ([`LogStore`]) and connects
-//! nodes in-process ([`Router`]); a durable log and a TCP network are later
-//! steps.
+//! Nodes talk over HTTP/1.1 ([`HttpNetwork`] sends, [`answer_raft_rpc`] or
+//! [`serve_raft`] answers; the wire format is in `rpc.rs`), or in-process
+//! through a [`Router`] in tests. The Raft log is kept in memory
+//! ([`LogStore`]); a durable log is a later step.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod error;
+mod http_network;
 mod log_store;
 mod network;
 mod node;
+mod rpc;
 mod sink;
 mod state_machine;
 mod types;
 
 pub use error::ClusterError;
+pub use http_network::{HttpConnection, HttpNetwork};
 pub use log_store::LogStore;
 pub use network::{Connection, Network, Router};
 pub use node::Node;
+pub use rpc::{
+    APPEND_PATH, MAX_RAFT_BODY_BYTES, RAFT_PATH_PREFIX, RpcError, SNAPSHOT_PATH, VOTE_PATH, answer_raft_rpc, serve_raft,
+};
 pub use sink::{DEFAULT_WRITE_TIMEOUT, RaftSink, SinkGate};
 pub use state_machine::StateMachine;
 pub use types::{NodeId, Raft, Request, Response, TypeConfig};

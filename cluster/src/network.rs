@@ -3,7 +3,7 @@
 //!
 //! Invariant: an RPC reaches its target only if the target is registered and
 //! neither end is isolated; otherwise it fails as `Unreachable`, as a cut
-//! link would. A TCP network is a later step.
+//! link would. Between processes, nodes use `http_network.rs` instead.
 
 use std::collections::{HashMap, HashSet};
 use std::io;

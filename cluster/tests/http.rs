@@ -1,0 +1,423 @@
+//! A group whose nodes talk over HTTP on loopback TCP: each node has its own
+//! listener served by `serve_raft` and sends through an `HttpNetwork`, as
+//! separate processes would. The leader's writes reach the followers, a new
+//! leader is elected over the wire when the old one goes away, a learner
+//! catches up from a snapshot sent in chunks, and each way an RPC can fail
+//! comes back as the `RPCError` openraft acts on.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use leaseq::{Engine, Error, QueueConfig, ReceiveOptions};
+use leaseq_cluster::{
+    HttpNetwork, LogStore, MAX_RAFT_BODY_BYTES, Node, NodeId, Raft, StateMachine, VOTE_PATH, serve_raft,
+};
+use openraft::error::RPCError;
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::VoteRequest;
+use openraft::{BasicNode, Config, ServerState, SnapshotPolicy, Vote};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::runtime::Runtime;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Every wait in these tests is bounded by this.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A node and the listener task that answers its RPCs.
+struct Member {
+    node: Node,
+    addr: String,
+    stop: Option<oneshot::Sender<()>>,
+    server: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+struct Cluster {
+    rt: Runtime,
+    members: BTreeMap<NodeId, Member>,
+}
+
+fn config() -> Arc<Config> {
+    let config = Config {
+        heartbeat_interval: 50,
+        election_timeout_min: 150,
+        election_timeout_max: 300,
+        // Snapshots only when a test asks; then the log before it is purged.
+        snapshot_policy: SnapshotPolicy::Never,
+        max_in_snapshot_log_to_keep: 0,
+        purge_batch_size: 1,
+        // Small chunks, so a snapshot crosses the wire in several.
+        snapshot_max_chunk_size: 256,
+        ..Config::default()
+    };
+    Arc::new(config.validate().unwrap())
+}
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap()
+}
+
+impl Cluster {
+    /// `n` nodes, ids 1..=n, initialized as one group with each one's
+    /// address.
+    fn new(n: u64) -> Cluster {
+        let mut cluster = Cluster { rt: runtime(), members: BTreeMap::new() };
+        for id in 1..=n {
+            cluster.add(id);
+        }
+        let members: BTreeMap<NodeId, BasicNode> =
+            cluster.members.iter().map(|(&id, m)| (id, BasicNode::new(m.addr.clone()))).collect();
+        cluster.rt.block_on(cluster.raft(1).initialize(members)).unwrap();
+        cluster
+    }
+
+    /// Starts node `id` with its own listener on a free loopback port.
+    fn add(&mut self, id: NodeId) {
+        let (node, addr, stop, server) = self.rt.block_on(async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap().to_string();
+            let node = Node::start_with(id, config(), HttpNetwork::new(), LogStore::new(), StateMachine::new())
+                .await
+                .unwrap()
+                .with_write_timeout(Duration::from_secs(1));
+            let (stop, stopped) = oneshot::channel::<()>();
+            let server = tokio::spawn(serve_raft(listener, node.raft().clone(), async {
+                let _ = stopped.await;
+            }));
+            (node, addr, stop, server)
+        });
+        self.members.insert(id, Member { node, addr, stop: Some(stop), server: Some(server) });
+    }
+
+    fn raft(&self, id: NodeId) -> &Raft {
+        self.members[&id].node.raft()
+    }
+
+    /// Closes node `id`'s listener (and its connections), then stops its
+    /// Raft: the node is gone, as if its process had exited.
+    fn stop(&mut self, id: NodeId) {
+        let member = self.members.get_mut(&id).unwrap();
+        let (stop, server) = (member.stop.take().unwrap(), member.server.take().unwrap());
+        let raft = member.node.raft().clone();
+        self.rt.block_on(async {
+            stop.send(()).unwrap();
+            tokio::time::timeout(WAIT, server).await.unwrap().unwrap().unwrap();
+            raft.shutdown().await.unwrap();
+        });
+    }
+
+    /// The node among `among` that leads (as it sees itself).
+    fn leader(&self, among: &[NodeId]) -> NodeId {
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            for &id in among {
+                let metrics = self.raft(id).metrics().borrow().clone();
+                if metrics.state == ServerState::Leader && metrics.current_leader == Some(id) {
+                    return id;
+                }
+            }
+            assert!(std::time::Instant::now() < deadline, "no leader among {among:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn start_engine(&self, id: NodeId) -> Engine {
+        self.rt.block_on(self.members[&id].node.start_engine(Engine::builder(), WAIT)).unwrap()
+    }
+
+    /// Waits until `a` and `b` hold the same replica state (by its snapshot
+    /// frames), as `a`'s.
+    fn converged(&self, a: NodeId, b: NodeId) -> leaseq::ReplicaState {
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            let (sa, sb) = (self.members[&a].node.replica_state(), self.members[&b].node.replica_state());
+            if sa.snapshot() == sb.snapshot() {
+                return sa;
+            }
+            assert!(std::time::Instant::now() < deadline, "nodes {a} and {b} did not converge");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn last_applied(&self, id: NodeId) -> u64 {
+        self.raft(id).metrics().borrow().last_applied.map_or(0, |id| id.index)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let rafts: Vec<Raft> = self.members.values().map(|m| m.node.raft().clone()).collect();
+        self.rt.block_on(async {
+            for raft in rafts {
+                let _ = raft.shutdown().await;
+            }
+        });
+    }
+}
+
+fn lease() -> ReceiveOptions {
+    ReceiveOptions::default().visibility(Duration::from_secs(30))
+}
+
+#[test]
+fn the_leaders_writes_reach_the_followers_over_http() {
+    let cluster = Cluster::new(3);
+    let leader = cluster.leader(&[1, 2, 3]);
+    let engine = cluster.start_engine(leader);
+    let q = engine.create_queue("q", QueueConfig::default()).unwrap();
+    for i in 0..10u8 {
+        q.send(vec![i]).unwrap();
+    }
+    let got = q.receive_with(4, lease()).unwrap();
+    assert_eq!(got.len(), 4);
+    for d in &got[..2] {
+        q.ack(&d.receipt).unwrap();
+    }
+    for follower in [1, 2, 3].into_iter().filter(|&id| id != leader) {
+        let state = cluster.converged(follower, leader);
+        assert_eq!(state.queues(), vec!["q".to_string()]);
+        assert_eq!(state.messages(), 8);
+    }
+    drop((q, engine));
+}
+
+#[test]
+fn a_new_leader_is_elected_over_http_and_serves_the_unacked_messages() {
+    let mut cluster = Cluster::new(3);
+    let old = cluster.leader(&[1, 2, 3]);
+    let engine = cluster.start_engine(old);
+    let jobs = engine.create_queue("jobs", QueueConfig::default()).unwrap();
+    for i in 0..10u8 {
+        jobs.send(vec![i]).unwrap();
+    }
+    let held = jobs.receive_with(4, lease()).unwrap();
+    jobs.ack(&held[0].receipt).unwrap();
+    jobs.ack(&held[1].receipt).unwrap();
+    let leased: Vec<u8> = held[2..].iter().map(|d| d.payload[0]).collect();
+
+    cluster.stop(old);
+    let others: Vec<NodeId> = [1, 2, 3].into_iter().filter(|&id| id != old).collect();
+    let new = cluster.leader(&others);
+    let successor = cluster.start_engine(new);
+    let jobs2 = successor.queue("jobs").unwrap();
+    let stats = jobs2.stats();
+    assert_eq!((stats.ready, stats.delayed + stats.in_flight), (6, 2), "{stats:?}");
+    let got = jobs2.receive_with(100, lease()).unwrap();
+    assert_eq!(got.len(), 6);
+    assert!(got.iter().all(|d| !leased.contains(&d.payload[0])));
+    for d in &got {
+        jobs2.ack(&d.receipt).unwrap();
+    }
+
+    // The old leader's engine outlived its node: its next write fails, and
+    // every one after it.
+    assert!(matches!(jobs.send("stale"), Err(Error::Storage { .. })));
+    assert!(matches!(jobs.send("later"), Err(Error::Storage { .. })));
+
+    // The other survivor follows the new leader.
+    let survivor = others.into_iter().find(|&id| id != new).unwrap();
+    assert_eq!(cluster.converged(survivor, new).messages(), 2);
+    drop((jobs, engine, jobs2, successor));
+}
+
+#[test]
+fn a_learner_catches_up_from_a_snapshot_sent_over_http() {
+    let mut cluster = Cluster::new(3);
+    let leader = cluster.leader(&[1, 2, 3]);
+    let engine = cluster.start_engine(leader);
+    let q = engine.create_queue("q", QueueConfig::default()).unwrap();
+    for i in 0..20u8 {
+        q.send(vec![i; 16]).unwrap();
+    }
+    let got = q.receive_with(5, lease()).unwrap();
+    for d in &got[..2] {
+        q.ack(&d.receipt).unwrap();
+    }
+
+    // Snapshot and purge the log, so a newcomer can only start from the
+    // snapshot.
+    let raft = cluster.raft(leader).clone();
+    let index = cluster.last_applied(leader);
+    cluster.rt.block_on(raft.trigger().snapshot()).unwrap();
+    let wait = raft.wait(Some(WAIT));
+    cluster
+        .rt
+        .block_on(
+            wait.metrics(|m| m.snapshot.is_some_and(|s| s.index >= index) && m.purged.is_some(), "snapshot and purge"),
+        )
+        .unwrap();
+    let snapshot_bytes = cluster.members[&leader].node.replica_state().snapshot().len();
+    assert!(snapshot_bytes > 2 * 256, "the snapshot ({snapshot_bytes} bytes) takes several chunks");
+
+    cluster.add(4);
+    let learner = BasicNode::new(cluster.members[&4].addr.clone());
+    cluster.rt.block_on(raft.add_learner(4, learner, true)).unwrap();
+    let wait = cluster.raft(4).wait(Some(WAIT));
+    cluster.rt.block_on(wait.applied_index_at_least(Some(index), "applied")).unwrap();
+    let newcomer = cluster.raft(4).metrics().borrow().clone();
+    assert!(newcomer.snapshot.is_some(), "node 4 installed the snapshot: {newcomer:?}");
+
+    let theirs = cluster.converged(4, leader);
+    assert_eq!(theirs.messages(), 18);
+
+    // Entries after the snapshot reach it as usual.
+    q.send("after the snapshot").unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    while cluster.converged(4, leader).messages() < 19 {
+        assert!(std::time::Instant::now() < deadline, "node 4 did not get the write after the snapshot");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop((q, engine));
+}
+
+/// A vote request from node 2 in term `term`, sent to `addr` with a
+/// `ttl`.
+async fn vote_at(
+    addr: &str,
+    term: u64,
+    ttl: Duration,
+) -> Result<openraft::raft::VoteResponse<NodeId>, RPCError<NodeId, BasicNode, openraft::error::RaftError<NodeId>>> {
+    let mut connection = HttpNetwork::new().new_client(1, &BasicNode::new(addr)).await;
+    connection.vote(VoteRequest::new(Vote::new(term, 2), None), RPCOption::new(ttl)).await
+}
+
+/// A listener that answers every connection with `answer` (or, if empty,
+/// reads and never answers).
+async fn fake_server(answer: &'static [u8]) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0; 4096];
+                let _ = stream.read(&mut buf).await;
+                if answer.is_empty() {
+                    tokio::time::sleep(WAIT).await;
+                } else {
+                    let _ = stream.write_all(answer).await;
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn each_failure_comes_back_as_the_rpc_error_openraft_acts_on() {
+    let rt = runtime();
+    rt.block_on(async {
+        let ttl = Duration::from_secs(2);
+
+        // Nobody listening: unreachable.
+        let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = closed.local_addr().unwrap().to_string();
+        drop(closed);
+        let refused = vote_at(&addr, 1, ttl).await;
+        assert!(matches!(refused, Err(RPCError::Unreachable(_))), "{refused:?}");
+
+        // Not an HTTP Raft answer: a network error.
+        let not_found = fake_server(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n").await;
+        let answer = vote_at(&not_found, 1, ttl).await;
+        assert!(matches!(&answer, Err(RPCError::Network(e)) if e.to_string().contains("404")), "{answer:?}");
+        let garbage = fake_server(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nabc").await;
+        let answer = vote_at(&garbage, 1, ttl).await;
+        assert!(matches!(answer, Err(RPCError::Network(_))), "{answer:?}");
+
+        // No answer in time: a timeout, naming both ends.
+        let silent = fake_server(b"").await;
+        match vote_at(&silent, 1, Duration::from_millis(200)).await {
+            Err(RPCError::Timeout(t)) => assert_eq!((t.id, t.target, t.timeout), (2, 1, Duration::from_millis(200))),
+            other => panic!("{other:?}"),
+        }
+
+        // A batch too large for one body is split; one entry too large is
+        // refused without being sent.
+        let entry = |index, bytes| openraft::Entry {
+            log_id: openraft::LogId::new(openraft::CommittedLeaderId::new(1, 2), index),
+            payload: openraft::EntryPayload::Normal(leaseq_cluster::Request { term: 1, frames: vec![0; bytes] }),
+        };
+        let append = |entries| openraft::raft::AppendEntriesRequest::<leaseq_cluster::TypeConfig> {
+            vote: Vote::new_committed(1, 2),
+            prev_log_id: None,
+            leader_commit: None,
+            entries,
+        };
+        let half = MAX_RAFT_BODY_BYTES / 2 + 1;
+        let mut connection = HttpNetwork::new().new_client(1, &BasicNode::new(&silent)).await;
+        match connection.append_entries(append(vec![entry(1, half), entry(2, half)]), RPCOption::new(ttl)).await {
+            Err(RPCError::PayloadTooLarge(too_large)) => assert_eq!(too_large.entries_hint(), 1),
+            other => panic!("{other:?}"),
+        }
+        let alone = connection.append_entries(append(vec![entry(1, MAX_RAFT_BODY_BYTES)]), RPCOption::new(ttl)).await;
+        assert!(matches!(alone, Err(RPCError::Network(_))), "{alone:?}");
+
+        // A real node answers; once its Raft is stopped, that is a remote
+        // error, typed.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let node =
+            Node::start_with(1, config(), HttpNetwork::new(), LogStore::new(), StateMachine::new()).await.unwrap();
+        let raft = node.raft().clone();
+        let server = tokio::spawn(serve_raft(listener, raft.clone(), std::future::pending()));
+        let granted = vote_at(&addr, 1, ttl).await.unwrap();
+        assert!(granted.vote_granted, "{granted:?}");
+        raft.shutdown().await.unwrap();
+        let stopped = vote_at(&addr, 2, ttl).await;
+        match stopped {
+            Err(RPCError::RemoteError(e)) => {
+                assert_eq!(e.target, 1);
+                assert!(matches!(e.source, openraft::error::RaftError::Fatal(openraft::error::Fatal::Stopped)));
+            }
+            other => panic!("{other:?}"),
+        }
+        server.abort();
+    });
+}
+
+/// Sends one raw HTTP/1.1 request to `addr` and returns the status code.
+async fn status_of(addr: &str, request: String) -> u16 {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(WAIT, stream.read_to_end(&mut answer)).await.unwrap().unwrap();
+    let text = String::from_utf8_lossy(&answer);
+    text.split(' ').nth(1).and_then(|code| code.parse().ok()).unwrap_or_else(|| panic!("no status in {text:?}"))
+}
+
+#[test]
+fn serve_raft_answers_only_raft_rpcs() {
+    let rt = runtime();
+    rt.block_on(async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let node =
+            Node::start_with(1, config(), HttpNetwork::new(), LogStore::new(), StateMachine::new()).await.unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(serve_raft(listener, node.raft().clone(), async {
+            let _ = stopped.await;
+        }));
+        let post = |path: &str, body: &str| {
+            format!(
+                "POST {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        };
+        assert_eq!(status_of(&addr, post("/other", "")).await, 404);
+        assert_eq!(status_of(&addr, post("/raft/nothing", "")).await, 404);
+        assert_eq!(status_of(&addr, post(VOTE_PATH, "garbage")).await, 400);
+        assert_eq!(status_of(&addr, post(VOTE_PATH, "")).await, 400);
+        let get = format!("GET {VOTE_PATH} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+        assert_eq!(status_of(&addr, get).await, 405);
+        let huge =
+            format!("POST {VOTE_PATH} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 999999999\r\n\r\n");
+        assert_eq!(status_of(&addr, huge).await, 413);
+
+        // Shut down, the listener is closed.
+        stop.send(()).unwrap();
+        tokio::time::timeout(WAIT, server).await.unwrap().unwrap().unwrap();
+        assert!(tokio::net::TcpStream::connect(&addr).await.is_err());
+        node.raft().shutdown().await.unwrap();
+    });
+}
