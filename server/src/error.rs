@@ -68,6 +68,9 @@ pub enum ErrorCode {
     RequestExpired,
     /// `ResourceNotFoundException` (message move tasks).
     ResourceNotFound,
+    /// `ServiceUnavailable` (503): in cluster mode, no serving leader can
+    /// be reached now (the SDKs retry it).
+    ServiceUnavailable,
 }
 
 impl ErrorCode {
@@ -102,6 +105,7 @@ impl ErrorCode {
             SignatureDoesNotMatch => "SignatureDoesNotMatch",
             RequestExpired => "RequestExpired",
             ResourceNotFound => "ResourceNotFoundException",
+            ServiceUnavailable => "ServiceUnavailable",
         }
     }
 
@@ -126,7 +130,7 @@ impl ErrorCode {
 
     /// Whether the caller (`Sender`) or the server (`Receiver`) is at fault.
     pub fn is_sender_fault(self) -> bool {
-        self != ErrorCode::InternalFailure
+        !matches!(self, ErrorCode::InternalFailure | ErrorCode::ServiceUnavailable)
     }
 
     /// The HTTP status SQS answers with.
@@ -134,6 +138,7 @@ impl ErrorCode {
         match self {
             ErrorCode::RequestTooLarge => 413,
             ErrorCode::InternalFailure => 500,
+            ErrorCode::ServiceUnavailable => 503,
             ErrorCode::MissingAuthenticationToken
             | ErrorCode::InvalidClientTokenId
             | ErrorCode::SignatureDoesNotMatch => 403,

@@ -29,9 +29,11 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
 use crate::api::{Call, dispatch};
+use crate::cluster::{ADMIN_PREFIX, AdminAnswer, ClusterFront, FORWARDED_BY, RAFT_PREFIX, Route, failure};
 use crate::error::{ErrorCode, SqsError};
 use crate::metrics::{RequestCounts, render};
 use crate::registry::{Registry, unix_now_ms};
+use leaseq_cluster::MAX_RAFT_BODY_BYTES;
 use crate::sigv4::{Credentials, Signed, verify};
 
 /// Largest request body: a 256 KiB message (or batch) with room for JSON
@@ -73,8 +75,16 @@ const DRAIN: Duration = Duration::from_secs(25);
 /// The content type of SQS's JSON protocol.
 const JSON_1_0: &str = "application/x-amz-json-1.0";
 
+/// What a server answers SQS requests from.
+enum Front {
+    /// One engine's queues.
+    Single(Arc<Registry>),
+    /// A cluster node: its leader's engine, by way of forwarding if need be.
+    Cluster(Arc<ClusterFront>),
+}
+
 struct State {
-    registry: Arc<Registry>,
+    front: Front,
     local: SocketAddr,
     shutdown: watch::Receiver<bool>,
     request_ids: AtomicU64,
@@ -120,6 +130,32 @@ pub async fn serve_with(
     options: ServeOptions,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    serve_front(listener, Front::Single(registry), options, shutdown).await
+}
+
+/// Like `serve_with`, for a cluster node: SQS requests are answered by the
+/// group's leader (this node's engine, or forwarded), and Raft's RPCs and
+/// the `/cluster/...` endpoints share the listener. The caller shuts
+/// `front` down after this returns.
+///
+/// # Errors
+///
+/// As `serve_with`.
+pub async fn serve_cluster(
+    listener: TcpListener,
+    front: Arc<ClusterFront>,
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    serve_front(listener, Front::Cluster(front), options, shutdown).await
+}
+
+async fn serve_front(
+    listener: TcpListener,
+    front: Front,
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
     let local = listener.local_addr()?;
     let limits = options.limits;
     if limits.max_connections == 0 || limits.max_connections > Semaphore::MAX_PERMITS {
@@ -130,7 +166,7 @@ pub async fn serve_with(
     }
     let (stop, stopping) = watch::channel(false);
     let state = Arc::new(State {
-        registry,
+        front,
         local,
         shutdown: stopping,
         request_ids: AtomicU64::new(0),
@@ -204,15 +240,23 @@ async fn handle(
     state: Arc<State>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let id = request_id(state.request_ids.fetch_add(1, Ordering::Relaxed));
+    if let Front::Cluster(front) = &state.front {
+        let path = request.uri().path();
+        if path.starts_with(RAFT_PREFIX) || path.starts_with(ADMIN_PREFIX) {
+            return Ok(cluster_endpoint(request, front, &state).await);
+        }
+    }
     if request.method() == Method::GET && request.uri().path() == "/metrics" {
         // With signatures required, metrics (queue names, depths) are for
         // local scrapers only: a Prometheus scrape cannot sign.
         if state.credentials.is_none() || peer.ip().is_loopback() {
-            let mut response = Response::new(Full::new(Bytes::from(render(
-                &state.registry,
-                &state.requests,
-                open_connections(&state),
-            ))));
+            let (registry, cluster) = match &state.front {
+                Front::Single(registry) => (Some(registry.clone()), String::new()),
+                Front::Cluster(front) => (front.leader_registry(), front.metrics()),
+            };
+            let mut text = render(registry.as_deref(), &state.requests, open_connections(&state));
+            text.push_str(&cluster);
+            let mut response = Response::new(Full::new(Bytes::from(text)));
             response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
             return Ok(response);
         }
@@ -224,10 +268,17 @@ async fn handle(
         .and_then(|t| t.strip_prefix("AmazonSQS."))
         .map(str::to_string);
     let result = answer(request, &state).await;
-    state.requests.record(action.as_deref(), result.as_ref().err().map(|e| e.code));
     let (status, body, query_error) = match result {
-        Ok(value) => (200, value.to_string(), None),
-        Err(e) => (e.code.status(), e.body(), Some(e.query_header())),
+        // The leader counted it.
+        Ok(Answer::Forwarded(response)) => return Ok(response),
+        Ok(Answer::Value(value)) => {
+            state.requests.record(action.as_deref(), None);
+            (200, value.to_string(), None)
+        }
+        Err(e) => {
+            state.requests.record(action.as_deref(), Some(e.code));
+            (e.code.status(), e.body(), Some(e.query_header()))
+        }
     };
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
@@ -242,7 +293,15 @@ async fn handle(
     Ok(response)
 }
 
-async fn answer(request: Request<Incoming>, state: &State) -> Result<serde_json::Value, SqsError> {
+/// What an SQS request got.
+enum Answer {
+    /// A result to encode.
+    Value(serde_json::Value),
+    /// The leader's whole response, passed on.
+    Forwarded(Response<Full<Bytes>>),
+}
+
+async fn answer(request: Request<Incoming>, state: &State) -> Result<Answer, SqsError> {
     let protocol_only = || {
         SqsError::new(
             ErrorCode::UnknownOperation,
@@ -283,6 +342,21 @@ async fn answer(request: Request<Incoming>, state: &State) -> Result<serde_json:
         Ok(Err(e)) => return Err(SqsError::invalid(format!("The request body could not be read: {e}."))),
         Ok(Ok(collected)) => collected.to_bytes(),
     };
+    let registry = match &state.front {
+        Front::Single(registry) => registry.clone(),
+        Front::Cluster(front) => match front.route(parts.headers.contains_key(FORWARDED_BY)) {
+            Route::Local(registry) => registry,
+            Route::Forward { addr, .. } => {
+                // The leader checks the signature: the request goes on as it came.
+                return front
+                    .forward(&addr, &parts, body)
+                    .await
+                    .map(Answer::Forwarded)
+                    .map_err(|why| SqsError::new(ErrorCode::ServiceUnavailable, why));
+            }
+            Route::Unavailable(why) => return Err(SqsError::new(ErrorCode::ServiceUnavailable, why)),
+        },
+    };
     if let Some(credentials) = &state.credentials {
         let signed = Signed {
             method: parts.method.as_str(),
@@ -293,8 +367,34 @@ async fn answer(request: Request<Incoming>, state: &State) -> Result<serde_json:
         };
         verify(credentials, &signed, unix_now_ms() / 1000)?;
     }
-    let call = Call { registry: &state.registry, host: &host, shutdown: state.shutdown.clone() };
-    dispatch(call, &action, &body).await
+    let call = Call { registry: &registry, host: &host, shutdown: state.shutdown.clone() };
+    dispatch(call, &action, &body).await.map(Answer::Value)
+}
+
+/// Answers Raft's RPCs and the `/cluster/...` endpoints.
+async fn cluster_endpoint(request: Request<Incoming>, front: &ClusterFront, state: &State) -> Response<Full<Bytes>> {
+    let (parts, body) = request.into_parts();
+    let body = Limited::new(body, MAX_RAFT_BODY_BYTES);
+    let body = match tokio::time::timeout(state.limits.idle_timeout, body.collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) => return failure(StatusCode::BAD_REQUEST, format!("the request body could not be read: {e}")),
+        Err(_) => return failure(StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time"),
+    };
+    let path = parts.uri.path();
+    if path.starts_with(RAFT_PREFIX) {
+        if parts.method != Method::POST {
+            return failure(StatusCode::METHOD_NOT_ALLOWED, "Raft RPCs are POSTs");
+        }
+        return front.raft_rpc(path, &body).await;
+    }
+    let forwarded = parts.headers.contains_key(FORWARDED_BY);
+    match front.admin(&parts.method, path, &body, forwarded).await {
+        AdminAnswer::Done(response) => response,
+        AdminAnswer::Forward(addr) => match front.forward(&addr, &parts, body).await {
+            Ok(response) => response,
+            Err(why) => failure(StatusCode::SERVICE_UNAVAILABLE, why),
+        },
+    }
 }
 
 /// The `Host` header, when it is a plain `host[:port]` (it goes into URLs).

@@ -6,9 +6,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
+use std::collections::BTreeMap;
+
+use clap::{Parser, Subcommand};
+use hyper::Method;
 use leaseq::{Engine, SyncPolicy};
-use leaseq_server::{ConnectionLimits, Credentials, Registry, ServeOptions, check_bind, serve_with};
+use leaseq_server::{
+    ClusterConfig, ClusterFront, ConnectionLimits, Credentials, RaftTiming, Registry, ServeOptions, admin_request,
+    check_bind, serve_cluster, serve_with,
+};
 
 // The binary picks the allocator (the library never imposes one): the
 // request path allocates per message, and glibc's malloc was a fifth of the
@@ -22,9 +28,18 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// signature by one of its keys. Without it any credentials are accepted, so
 /// the server then binds only loopback addresses (127.0.0.0/8, ::1) unless
 /// --insecure-no-auth is given. There is no TLS.
+///
+/// Cluster mode (--cluster): this server is one node of a Raft group; the
+/// leader serves, followers forward to it. Raft's RPCs and the /cluster/
+/// endpoints share the port and are not authenticated, so a cluster node
+/// binds loopback only unless --insecure-no-auth is given (put the group on
+/// a private network). `leaseq-server cluster ...` asks a node about its
+/// group or changes the membership.
 #[derive(Debug, Parser)]
 #[command(name = "leaseq-server", version)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Address to listen on; beyond loopback it needs --credentials-file or
     /// --insecure-no-auth.
     #[arg(long, default_value = "127.0.0.1:9324")]
@@ -55,6 +70,74 @@ struct Args {
     #[arg(long, default_value_t = ConnectionLimits::default().idle_timeout.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     idle_timeout_secs: u64,
+    /// Run as one node of a replicated group: needs --node-id, --data-dir
+    /// (its Raft log) and a --peer for every initial member.
+    #[arg(long)]
+    cluster: bool,
+    /// This node's id in the group (cluster mode).
+    #[arg(long, requires = "cluster")]
+    node_id: Option<u64>,
+    /// An initial member, as ID=HOST:PORT (its SQS port); repeat for each,
+    /// this node included (cluster mode).
+    #[arg(long = "peer", value_parser = parse_peer, requires = "cluster")]
+    peers: Vec<(u64, String)>,
+    /// Make the --peer list the group's first membership if this node's log
+    /// is empty (give it to one node; ignored once the node holds a log).
+    #[arg(long, requires = "cluster")]
+    bootstrap: bool,
+    /// Raft's shortest election timeout in ms (the longest is twice it,
+    /// heartbeats a quarter of it); cluster mode.
+    #[arg(long, default_value_t = 400, requires = "cluster",
+          value_parser = clap::value_parser!(u64).range(40..=60_000))]
+    election_timeout_ms: u64,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Ask a cluster node about its group, or change the membership.
+    Cluster {
+        #[command(subcommand)]
+        action: ClusterAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ClusterAction {
+    /// Print the node's view of the group (JSON).
+    Status {
+        /// The node's address (any member).
+        #[arg(long, default_value = "127.0.0.1:9324")]
+        node: String,
+    },
+    /// Add a non-voting member; returns once it has caught up.
+    AddLearner {
+        /// Any member's address (a follower forwards to the leader).
+        #[arg(long, default_value = "127.0.0.1:9324")]
+        node: String,
+        /// The new member's id.
+        #[arg(long)]
+        id: u64,
+        /// The new member's HOST:PORT.
+        #[arg(long)]
+        addr: SocketAddr,
+    },
+    /// Make exactly these members the voters (add learners first; a voter
+    /// left out is removed from the group).
+    ChangeMembership {
+        /// Any member's address (a follower forwards to the leader).
+        #[arg(long, default_value = "127.0.0.1:9324")]
+        node: String,
+        /// The voters' ids, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        voters: Vec<u64>,
+    },
+}
+
+fn parse_peer(text: &str) -> Result<(u64, String), String> {
+    let (id, addr) = text.split_once('=').ok_or_else(|| format!("'{text}' is not ID=HOST:PORT"))?;
+    let id = id.parse::<u64>().map_err(|_| format!("'{id}' is not a node id (an integer)"))?;
+    let addr = addr.parse::<SocketAddr>().map_err(|_| format!("'{addr}' is not a HOST:PORT address"))?;
+    Ok((id, addr.to_string()))
 }
 
 fn parse_sync(text: &str) -> Result<SyncPolicy, String> {
@@ -80,6 +163,12 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), String> {
+    if let Some(Command::Cluster { action }) = &args.command {
+        return cluster_command(action);
+    }
+    if args.cluster {
+        return run_cluster(args);
+    }
     let credentials = args.credentials_file.as_deref().map(Credentials::from_file).transpose()?;
     if let Some(warning) = check_bind(args.bind, credentials.is_some(), args.insecure_no_auth)? {
         eprintln!("leaseq-server: WARNING: {warning}");
@@ -125,6 +214,77 @@ fn run(args: Args) -> Result<(), String> {
     })
 }
 
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
+/// `leaseq-server cluster ...`: one request to a node, its answer printed.
+fn cluster_command(action: &ClusterAction) -> Result<(), String> {
+    let (node, method, path, body) = match action {
+        ClusterAction::Status { node } => (node, Method::GET, "/cluster/status", None),
+        ClusterAction::AddLearner { node, id, addr } => {
+            let body = serde_json::json!({ "id": id, "addr": addr.to_string() }).to_string();
+            (node, Method::POST, "/cluster/add-learner", Some(body))
+        }
+        ClusterAction::ChangeMembership { node, voters } => {
+            let body = serde_json::json!({ "voters": voters }).to_string();
+            (node, Method::POST, "/cluster/change-membership", Some(body))
+        }
+    };
+    let answer = runtime()?.block_on(admin_request(node, method, path, body))?;
+    println!("{answer}");
+    Ok(())
+}
+
+/// `--cluster`: one node of a replicated group.
+fn run_cluster(args: Args) -> Result<(), String> {
+    let node_id = args.node_id.ok_or("--cluster needs --node-id")?;
+    let data_dir = args.data_dir.clone().ok_or("--cluster needs --data-dir (the node's Raft log)")?;
+    if !matches!(args.sync, None | Some(SyncPolicy::Always)) {
+        return Err("a cluster node syncs its Raft log on every append: --sync can only be 'always' here".into());
+    }
+    let mut peers = BTreeMap::new();
+    for (id, addr) in &args.peers {
+        if peers.insert(*id, addr.clone()).is_some() {
+            return Err(format!("--peer {id} is given twice"));
+        }
+    }
+    if let Some(addr) = peers.get(&node_id)
+        && addr.parse::<SocketAddr>().ok() != Some(args.bind)
+    {
+        return Err(format!("--peer {node_id}={addr} is not this node's --bind {}", args.bind));
+    }
+    let credentials = args.credentials_file.as_deref().map(Credentials::from_file).transpose()?;
+    // Raft's RPCs and /cluster/ are unauthenticated whatever the credentials.
+    if let Some(warning) = check_bind(args.bind, false, args.insecure_no_auth)? {
+        eprintln!("leaseq-server: WARNING: {warning}");
+    }
+    let election_min = Duration::from_millis(args.election_timeout_ms);
+    let timing = RaftTiming { heartbeat: election_min / 4, election_min, election_max: election_min * 2 };
+    let config = ClusterConfig { node_id, peers, data_dir: data_dir.clone(), bootstrap: args.bootstrap, timing };
+    runtime()?.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.bind)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", args.bind))?;
+        let local = listener.local_addr().map_err(|e| e.to_string())?;
+        let front = ClusterFront::start(config).await?;
+        eprintln!(
+            "leaseq-server: node {node_id} listening on http://{local} (cluster mode, Raft log in {})",
+            data_dir.display()
+        );
+        let limits = ConnectionLimits {
+            max_connections: args.max_connections as usize,
+            idle_timeout: Duration::from_secs(args.idle_timeout_secs),
+        };
+        let options = ServeOptions { credentials, limits };
+        let served = serve_cluster(listener, front.clone(), options, stop_signal()).await;
+        front.shutdown().await;
+        served.map_err(|e| e.to_string())?;
+        eprintln!("leaseq-server: node {node_id} stopped");
+        Ok(())
+    })
+}
+
 /// Completes on SIGINT or SIGTERM.
 async fn stop_signal() {
     #[cfg(unix)]
@@ -159,5 +319,31 @@ mod tests {
         assert_eq!(args.max_connections as usize, defaults.max_connections);
         assert_eq!(Duration::from_secs(args.idle_timeout_secs), defaults.idle_timeout);
         assert!(Args::try_parse_from(["leaseq-server", "--idle-timeout-secs", "0"]).is_err());
+    }
+
+    #[test]
+    fn cluster_flags_parse_and_need_cluster_mode() {
+        let args = Args::parse_from([
+            "leaseq-server",
+            "--cluster",
+            "--node-id",
+            "2",
+            "--peer",
+            "1=127.0.0.1:9401",
+            "--peer",
+            "2=127.0.0.1:9402",
+            "--bootstrap",
+        ]);
+        assert_eq!(args.node_id, Some(2));
+        assert_eq!(args.peers, vec![(1, "127.0.0.1:9401".to_string()), (2, "127.0.0.1:9402".to_string())]);
+        assert!(args.bootstrap);
+        assert!(Args::try_parse_from(["leaseq-server", "--node-id", "2"]).is_err(), "--node-id without --cluster");
+        assert!(Args::try_parse_from(["leaseq-server", "--cluster", "--peer", "x=1"]).is_err());
+        assert!(Args::try_parse_from(["leaseq-server", "--cluster", "--peer", "1=nowhere"]).is_err());
+        let voters = Args::parse_from(["leaseq-server", "cluster", "change-membership", "--voters", "1,2,4"]);
+        assert!(matches!(
+            voters.command,
+            Some(Command::Cluster { action: ClusterAction::ChangeMembership { ref voters, .. } }) if voters == &[1, 2, 4]
+        ));
     }
 }

@@ -30,7 +30,7 @@ impl RequestCounts {
 }
 
 /// The exposition text.
-pub(crate) fn render(registry: &Registry, requests: &RequestCounts, (open, max): (usize, usize)) -> String {
+pub(crate) fn render(registry: Option<&Registry>, requests: &RequestCounts, (open, max): (usize, usize)) -> String {
     let mut out = String::new();
     out.push_str("# HELP leaseq_server_connections Connections open now (this scrape's included).\n");
     out.push_str("# TYPE leaseq_server_connections gauge\n");
@@ -43,11 +43,14 @@ pub(crate) fn render(registry: &Registry, requests: &RequestCounts, (open, max):
     for ((action, outcome), n) in requests.counts.lock().unwrap_or_else(|p| p.into_inner()).iter() {
         let _ = writeln!(out, "leaseq_sqs_requests_total{{action=\"{action}\",outcome=\"{outcome}\"}} {n}");
     }
-    let stats: Vec<(String, leaseq::QueueStats)> = registry
-        .names("")
-        .into_iter()
-        .filter_map(|name| registry.get(&name).ok().map(|entry| (name, entry.queue.stats())))
-        .collect();
+    // A cluster node that does not lead has no queues of its own to show.
+    let stats: Vec<(String, leaseq::QueueStats)> = registry.map_or_else(Vec::new, |registry| {
+        registry
+            .names("")
+            .into_iter()
+            .filter_map(|name| registry.get(&name).ok().map(|entry| (name, entry.queue.stats())))
+            .collect()
+    });
     out.push_str("# HELP leaseq_queue_messages Messages in a queue, by state.\n");
     out.push_str("# TYPE leaseq_queue_messages gauge\n");
     for (name, s) in &stats {
@@ -101,7 +104,7 @@ mod tests {
         requests.record(Some("SendMessage"), None);
         requests.record(Some("SendMessage"), None);
         requests.record(Some("NoSuchThing\"}"), Some(ErrorCode::UnknownOperation));
-        let text = render(&registry, &requests, (3, 10));
+        let text = render(Some(&registry), &requests, (3, 10));
         assert!(text.contains("leaseq_sqs_requests_total{action=\"SendMessage\",outcome=\"ok\"} 2\n"), "{text}");
         assert!(text.contains("{action=\"unknown\",outcome=\"UnknownOperationException\"} 1\n"), "{text}");
         assert!(text.contains("leaseq_queue_messages{queue=\"jobs\",state=\"ready\"} 1\n"), "{text}");

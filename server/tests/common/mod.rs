@@ -169,3 +169,4 @@ where
         .map(str::to_string)
         .unwrap_or_else(|| "not a service error".to_string())
 }
+pub mod cluster;

@@ -1,0 +1,198 @@
+//! The cluster's own endpoints (`/cluster/...`) and the client the
+//! `leaseq-server cluster ...` commands use.
+//!
+//! * `GET /cluster/status`: this node's view (its id, role, term, the
+//!   leader, whether it serves, log and apply positions, the membership).
+//! * `POST /cluster/add-learner` `{"id": N, "addr": "host:port"}`: adds a
+//!   non-voting member and returns once it caught up.
+//! * `POST /cluster/change-membership` `{"voters": [..]}`: makes exactly
+//!   these nodes the voters (joint consensus through openraft); a removed
+//!   voter leaves the group.
+//!
+//! Invariant: a membership change runs only on the leader; a follower sends
+//! it on (once) as it does SQS requests, and every failure is an answer with
+//! a 4xx/5xx status and a JSON `error`, never a dropped connection.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, StatusCode};
+use leaseq_cluster::NodeId;
+use openraft::BasicNode;
+use serde::{Deserialize, Serialize};
+
+use super::ClusterFront;
+
+/// The path prefix of these endpoints.
+pub(crate) const ADMIN_PREFIX: &str = "/cluster/";
+
+/// What `GET /cluster/status` answers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Status {
+    /// This node's id.
+    pub node_id: NodeId,
+    /// Leader, Follower, Candidate or Learner, as openraft names it.
+    pub state: String,
+    /// The current term.
+    pub term: u64,
+    /// The leader this node knows of.
+    pub leader: Option<NodeId>,
+    /// Whether this node answers SQS requests from its own engine now.
+    pub serving: bool,
+    /// Why not, when it does not serve and does not forward.
+    pub unavailable: Option<String>,
+    /// The last log index this node holds.
+    pub last_log_index: Option<u64>,
+    /// The last log index this node applied.
+    pub last_applied: Option<u64>,
+    /// Voting members.
+    pub voters: Vec<NodeId>,
+    /// Every member (voters and learners) and its address.
+    pub nodes: BTreeMap<NodeId, String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct AddLearner {
+    id: NodeId,
+    addr: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChangeMembership {
+    voters: BTreeSet<NodeId>,
+}
+
+/// What to do with an admin request.
+#[derive(Debug)]
+pub(crate) enum AdminAnswer {
+    /// Answer this.
+    Done(hyper::Response<Full<Bytes>>),
+    /// Send it to the leader at this address.
+    Forward(String),
+}
+
+/// A JSON answer with `status`.
+pub(crate) fn json_answer(status: StatusCode, value: &serde_json::Value) -> hyper::Response<Full<Bytes>> {
+    let mut response = hyper::Response::new(Full::new(Bytes::from(value.to_string())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    response
+}
+
+pub(crate) fn failure(status: StatusCode, why: impl std::fmt::Display) -> hyper::Response<Full<Bytes>> {
+    json_answer(status, &serde_json::json!({ "error": why.to_string() }))
+}
+
+impl ClusterFront {
+    /// This node's status.
+    pub fn status(&self) -> Status {
+        let metrics = self.shared.node.raft().metrics().borrow().clone();
+        let membership = metrics.membership_config.membership();
+        let route = self.shared.role().route();
+        let unavailable = match &route {
+            super::role::Route::Unavailable(why) => Some(why.clone()),
+            _ => None,
+        };
+        Status {
+            node_id: self.shared.node.id(),
+            state: format!("{:?}", metrics.state),
+            term: metrics.current_term,
+            leader: metrics.current_leader,
+            serving: matches!(route, super::role::Route::Local(_)),
+            unavailable,
+            last_log_index: metrics.last_log_index,
+            last_applied: metrics.last_applied.map(|id| id.index),
+            voters: membership.voter_ids().collect(),
+            nodes: membership.nodes().map(|(id, node)| (*id, node.addr.clone())).collect(),
+        }
+    }
+
+    /// Answers a request to `/cluster/...`, or says which node to send it
+    /// to (`forwarded`: it came from another node, so it is not sent on
+    /// again).
+    pub(crate) async fn admin(&self, method: &Method, path: &str, body: &[u8], forwarded: bool) -> AdminAnswer {
+        let action = path.strip_prefix(ADMIN_PREFIX).unwrap_or(path);
+        let raft = self.shared.node.raft();
+        match (method, action) {
+            (&Method::GET, "status") => {
+                AdminAnswer::Done(json_answer(StatusCode::OK, &serde_json::to_value(self.status()).unwrap_or_default()))
+            }
+            (&Method::POST, "add-learner" | "change-membership") => {
+                let metrics = raft.metrics().borrow().clone();
+                if metrics.current_leader != Some(self.shared.node.id()) {
+                    let leader = metrics.current_leader.and_then(|leader| {
+                        metrics.membership_config.membership().get_node(&leader).map(|node| node.addr.clone())
+                    });
+                    return match leader {
+                        Some(addr) if !forwarded => AdminAnswer::Forward(addr),
+                        _ => AdminAnswer::Done(failure(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "no leader is known here to run a membership change",
+                        )),
+                    };
+                }
+                AdminAnswer::Done(self.change(action, body).await)
+            }
+            _ => AdminAnswer::Done(failure(StatusCode::NOT_FOUND, format!("no cluster endpoint {method} {path}"))),
+        }
+    }
+
+    async fn change(&self, action: &str, body: &[u8]) -> hyper::Response<Full<Bytes>> {
+        let raft = self.shared.node.raft();
+        if action == "add-learner" {
+            let request: AddLearner = match serde_json::from_slice(body) {
+                Ok(request) => request,
+                Err(e) => return failure(StatusCode::BAD_REQUEST, format!("expected {{\"id\": N, \"addr\": \"host:port\"}}: {e}")),
+            };
+            if request.addr.parse::<std::net::SocketAddr>().is_err() {
+                return failure(StatusCode::BAD_REQUEST, format!("'{}' is not a host:port address", request.addr));
+            }
+            match raft.add_learner(request.id, BasicNode::new(request.addr), true).await {
+                Ok(written) => json_answer(StatusCode::OK, &serde_json::json!({ "log_index": written.log_id.index })),
+                Err(e) => failure(StatusCode::CONFLICT, e),
+            }
+        } else {
+            let request: ChangeMembership = match serde_json::from_slice(body) {
+                Ok(request) => request,
+                Err(e) => return failure(StatusCode::BAD_REQUEST, format!("expected {{\"voters\": [N, ...]}}: {e}")),
+            };
+            if request.voters.is_empty() {
+                return failure(StatusCode::BAD_REQUEST, "a group needs at least one voter");
+            }
+            match raft.change_membership(request.voters, false).await {
+                Ok(written) => json_answer(StatusCode::OK, &serde_json::json!({ "log_index": written.log_id.index })),
+                Err(e) => failure(StatusCode::CONFLICT, e),
+            }
+        }
+    }
+}
+
+/// Sends one admin request to the node at `node` (`host:port`) and returns
+/// the answer's body, or why it failed (including a non-2xx status's body).
+///
+/// # Errors
+///
+/// The node cannot be reached, or answered with an error.
+pub async fn admin_request(node: &str, method: Method, path: &str, body: Option<String>) -> Result<String, String> {
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    let client: hyper_util::client::legacy::Client<_, Full<Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+    let uri: hyper::Uri = format!("http://{node}{path}").parse().map_err(|e| format!("bad node address {node}: {e}"))?;
+    let request = hyper::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body.unwrap_or_default())))
+        .map_err(|e| e.to_string())?;
+    let exchange = async {
+        let response = client.request(request).await.map_err(|e| format!("{node}: {e}"))?;
+        let status = response.status();
+        let bytes = response.into_body().collect().await.map_err(|e| format!("{node}: {e}"))?.to_bytes();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        if status.is_success() { Ok(text) } else { Err(format!("{node} answered {status}: {text}")) }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), exchange)
+        .await
+        .unwrap_or_else(|_| Err(format!("{node} did not answer within 60 s")))
+}

@@ -1,0 +1,233 @@
+//! Cluster mode (`leaseq-server --cluster`): this server is one node of a
+//! Raft group (`leaseq-cluster`) whose leader runs the replicated engine.
+//!
+//! * Every node answers SQS requests on one port: the leader from its
+//!   engine, a follower by forwarding to the leader (`forward.rs`), a node
+//!   without a serving leader with `ServiceUnavailable` (503, which the SDKs
+//!   retry). Raft's own RPCs (`/raft/...`) and the cluster's endpoints
+//!   (`/cluster/...`, `admin.rs`) share the port.
+//! * Which of those applies is the node's `Role` (`role.rs`), kept by one
+//!   controller task (`controller.rs`) from openraft's metrics.
+//! * The Raft log and snapshots are durable in the data dir, synced before
+//!   Raft counts an entry as stored, so an acknowledged call is on a quorum's
+//!   disks (docs/replication.md says what each call survives).
+//!
+//! Invariant: SQS requests are answered from a local engine only while the
+//! node serves a confirmed leadership (`role.rs`); nothing reaches an engine
+//! on a follower, and no request is forwarded twice.
+
+mod admin;
+mod controller;
+mod forward;
+mod role;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::StatusCode;
+use hyper::http::request::Parts;
+use leaseq_cluster::{HttpNetwork, Node, NodeId, RAFT_PATH_PREFIX, RpcError, answer_raft_rpc};
+use openraft::{BasicNode, SnapshotPolicy};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use admin::{Status, admin_request};
+pub(crate) use admin::{ADMIN_PREFIX, AdminAnswer, failure};
+pub(crate) use forward::FORWARDED_BY;
+pub(crate) use role::Route;
+
+use controller::Shared;
+use forward::Forwarder;
+use role::Role;
+
+/// Raft's timing: how often the leader sends heartbeats and how long a
+/// follower waits without one before it stands for election.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaftTiming {
+    /// Between heartbeats.
+    pub heartbeat: Duration,
+    /// The shortest election timeout.
+    pub election_min: Duration,
+    /// The longest election timeout (a random one in between is drawn).
+    pub election_max: Duration,
+}
+
+impl Default for RaftTiming {
+    /// 100 ms heartbeats and 400-800 ms election timeouts: a dead leader is
+    /// replaced in about a second on loopback or a LAN.
+    fn default() -> Self {
+        RaftTiming {
+            heartbeat: Duration::from_millis(100),
+            election_min: Duration::from_millis(400),
+            election_max: Duration::from_millis(800),
+        }
+    }
+}
+
+/// How to start a node.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// This node's id.
+    pub node_id: NodeId,
+    /// Every initial member's id and `host:port` (this node's included).
+    pub peers: BTreeMap<NodeId, String>,
+    /// Where this node keeps its Raft log and snapshots.
+    pub data_dir: PathBuf,
+    /// Make `peers` the group's first membership if this node's log is
+    /// empty (give it to one node, once; a node that already holds a log
+    /// ignores it).
+    pub bootstrap: bool,
+    /// Heartbeat and election timeouts.
+    pub timing: RaftTiming,
+}
+
+/// A running cluster node as the HTTP layer uses it.
+#[derive(Debug)]
+pub struct ClusterFront {
+    shared: Arc<Shared>,
+    forwarder: Forwarder,
+    stop: watch::Sender<bool>,
+    controller: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl ClusterFront {
+    /// Opens this node's data dir, starts its Raft node and its controller,
+    /// and bootstraps the group when asked to. Call it on the runtime that
+    /// will serve the node's listener.
+    ///
+    /// # Errors
+    ///
+    /// The config is invalid (this node missing from `peers` when
+    /// bootstrapping, bad timings), or the data dir cannot be opened.
+    pub async fn start(config: ClusterConfig) -> Result<Arc<ClusterFront>, String> {
+        if config.bootstrap && !config.peers.contains_key(&config.node_id) {
+            return Err(format!("--bootstrap: node {} is not among the peers", config.node_id));
+        }
+        let raft_config = openraft::Config {
+            cluster_name: "leaseq".into(),
+            heartbeat_interval: millis(config.timing.heartbeat),
+            election_timeout_min: millis(config.timing.election_min),
+            election_timeout_max: millis(config.timing.election_max),
+            // A snapshot every 10,000 entries bounds the log (and so a
+            // restart's replay) to that many entries past the last one.
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(10_000),
+            max_in_snapshot_log_to_keep: 1_000,
+            ..openraft::Config::default()
+        };
+        let raft_config = Arc::new(raft_config.validate().map_err(|e| format!("raft timing: {e}"))?);
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|e| format!("cannot create {}: {e}", config.data_dir.display()))?;
+        let node = Node::start_with(config.node_id, raft_config, HttpNetwork::new(), leaseq_cluster::LogStore::new(), leaseq_cluster::StateMachine::new())
+            .await
+            .map_err(|e| format!("cannot open node {} in {}: {e}", config.node_id, config.data_dir.display()))?;
+        if config.bootstrap {
+            let members: BTreeMap<NodeId, BasicNode> =
+                config.peers.iter().map(|(id, addr)| (*id, BasicNode::new(addr.clone()))).collect();
+            // Refused (NotAllowed) once the node holds a log: nothing to do.
+            if let Err(e) = node.raft().initialize(members).await
+                && e.api_error().is_none()
+            {
+                return Err(format!("cannot bootstrap the group: {e}"));
+            }
+        }
+        let shared = Arc::new(Shared {
+            node,
+            role: RwLock::new(Role::Waiting("this node is starting".into())),
+            lease: config.timing.election_min,
+        });
+        let (stop, stopping) = watch::channel(false);
+        let controller = tokio::spawn(controller::run(shared.clone(), stopping));
+        Ok(Arc::new(ClusterFront {
+            shared,
+            forwarder: Forwarder::new(config.node_id),
+            stop,
+            controller: Mutex::new(Some(controller)),
+        }))
+    }
+
+    /// This node's id.
+    #[must_use]
+    pub fn node_id(&self) -> NodeId {
+        self.shared.node.id()
+    }
+
+    /// Stops serving: the controller ends, the engine closes, and the Raft
+    /// node shuts down.
+    pub async fn shutdown(&self) {
+        let _ = self.stop.send(true);
+        let controller = self.controller.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(controller) = controller {
+            let _ = controller.await;
+        }
+        let _ = self.shared.node.raft().shutdown().await;
+    }
+
+    /// How to answer an SQS request now (`forwarded`: another node sent it).
+    pub(crate) fn route(&self, forwarded: bool) -> Route {
+        match self.shared.role().route() {
+            Route::Forward { leader, .. } if forwarded => Route::Unavailable(format!(
+                "this node is not the leader (node {leader} is, as far as it knows) and the request was already \
+                 forwarded once"
+            )),
+            route => route,
+        }
+    }
+
+    /// The registry this node serves from, if it leads (for `/metrics`,
+    /// whatever the lease).
+    pub(crate) fn leader_registry(&self) -> Option<Arc<crate::registry::Registry>> {
+        match self.shared.role() {
+            Role::Leading { registry, .. } => Some(registry),
+            _ => None,
+        }
+    }
+
+    /// Sends a request on to the node at `addr`.
+    pub(crate) async fn forward(&self, addr: &str, parts: &Parts, body: Bytes) -> Result<hyper::Response<Full<Bytes>>, String> {
+        self.forwarder.forward(addr, parts, body).await
+    }
+
+    /// Answers one of Raft's RPCs.
+    pub(crate) async fn raft_rpc(&self, path: &str, body: &[u8]) -> hyper::Response<Full<Bytes>> {
+        match answer_raft_rpc(self.shared.node.raft(), path, body).await {
+            Ok(answer) => {
+                let mut response = hyper::Response::new(Full::new(Bytes::from(answer)));
+                response.headers_mut().insert(
+                    hyper::header::CONTENT_TYPE,
+                    hyper::header::HeaderValue::from_static("application/octet-stream"),
+                );
+                response
+            }
+            Err(e @ RpcError::UnknownPath(_)) => admin::failure(StatusCode::NOT_FOUND, e),
+            Err(e @ RpcError::BadBody(_)) => admin::failure(StatusCode::BAD_REQUEST, e),
+        }
+    }
+
+    /// Lines for `/metrics` about this node's part in the group.
+    pub(crate) fn metrics(&self) -> String {
+        let status = self.status();
+        let mut out = String::new();
+        let mut gauge = |name: &str, help: &str, value: u64| {
+            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"));
+        };
+        gauge("leaseq_cluster_node_id", "This node's id in its Raft group.", status.node_id);
+        gauge("leaseq_cluster_term", "The Raft term this node is in.", status.term);
+        gauge("leaseq_cluster_leader", "The leader's node id (0: none known).", status.leader.unwrap_or(0));
+        gauge("leaseq_cluster_serving", "1 while this node answers from its own engine.", u64::from(status.serving));
+        gauge("leaseq_cluster_last_log_index", "The last Raft log index held here.", status.last_log_index.unwrap_or(0));
+        gauge("leaseq_cluster_last_applied", "The last Raft log index applied here.", status.last_applied.unwrap_or(0));
+        gauge("leaseq_cluster_voters", "Voting members of the group.", status.voters.len() as u64);
+        out
+    }
+}
+
+/// `RAFT_PATH_PREFIX`, for the HTTP layer.
+pub(crate) const RAFT_PREFIX: &str = RAFT_PATH_PREFIX;
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

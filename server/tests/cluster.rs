@@ -1,0 +1,203 @@
+//! `leaseq-server --cluster` as real processes on loopback: any node
+//! answers SQS (followers forward to the leader), membership changes by the
+//! `leaseq-server cluster` commands, and a leader without its quorum serves
+//! nothing, reads included.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::cluster::{Outcome, ProcessCluster, queue_url, sqs};
+use serde_json::{Value, json};
+
+/// Bound on every wait for a leader.
+const ELECTION_WAIT: Duration = Duration::from_secs(20);
+const CALL: Duration = Duration::from_secs(10);
+
+/// Retries `action` through `addr` for up to 10 s while the group answers
+/// "unavailable" (an election under way), and returns its result.
+async fn call(addr: SocketAddr, action: &str, body: Value) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match sqs(addr, action, &body, CALL).await {
+            Outcome::Ok(json) => return json,
+            Outcome::Refused { status: 503, .. } | Outcome::Unknown(_) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => panic!("{action} via {addr}: {other:?}"),
+        }
+    }
+}
+
+async fn visible(addr: SocketAddr, url: &str) -> u64 {
+    let attributes = call(
+        addr,
+        "GetQueueAttributes",
+        json!({"QueueUrl": url, "AttributeNames": ["ApproximateNumberOfMessages"]}),
+    )
+    .await;
+    attributes["Attributes"]["ApproximateNumberOfMessages"].as_str().unwrap().parse().unwrap()
+}
+
+fn run_command(args: &[&str]) -> Result<String, String> {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_leaseq-server")).args(args).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    if output.status.success() { Ok(text) } else { Err(String::from_utf8_lossy(&output.stderr).into_owned()) }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_node_answers_sqs_and_followers_forward_to_the_leader() {
+    let cluster = ProcessCluster::start("forward", 3);
+    let leader = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
+    let followers: Vec<u64> = [1, 2, 3].into_iter().filter(|&id| id != leader).collect();
+    let (f1, f2) = (cluster.addr(followers[0]), cluster.addr(followers[1]));
+
+    let created = call(f1, "CreateQueue", json!({"QueueName": "jobs"})).await;
+    let url = created["QueueUrl"].as_str().unwrap().to_string();
+    assert_eq!(url, queue_url(f1, "jobs"), "the URL names the node the client asked");
+    for (i, id) in [1, 2, 3].into_iter().enumerate() {
+        let sent = call(cluster.addr(id), "SendMessage", json!({"QueueUrl": url, "MessageBody": format!("m{i}")})).await;
+        assert!(sent["MessageId"].is_string());
+    }
+    assert_eq!(visible(f2, &url).await, 3);
+    let received = call(
+        f2,
+        "ReceiveMessage",
+        json!({"QueueUrl": url, "MaxNumberOfMessages": 10, "VisibilityTimeout": 60}),
+    )
+    .await;
+    let messages = received["Messages"].as_array().unwrap().clone();
+    assert_eq!(messages.len(), 3);
+    for message in &messages {
+        let handle = message["ReceiptHandle"].as_str().unwrap();
+        call(f1, "DeleteMessage", json!({"QueueUrl": url, "ReceiptHandle": handle})).await;
+    }
+    // A handle deleted once is refused the second time, through any node.
+    let handle = messages[0]["ReceiptHandle"].as_str().unwrap();
+    match sqs(cluster.addr(leader), "DeleteMessage", &json!({"QueueUrl": url, "ReceiptHandle": handle}), CALL).await {
+        Outcome::Refused { status: 400, code, .. } => assert_eq!(code, "ReceiptHandleIsInvalid"),
+        other => panic!("a second delete: {other:?}"),
+    }
+    assert_eq!(visible(f1, &url).await, 0);
+
+    // Every node agrees on the leader; only the leader serves.
+    for id in [1, 2, 3] {
+        let status = cluster.status(id).await.unwrap();
+        assert_eq!(status["leader"], json!(leader), "node {id}: {status}");
+        assert_eq!(status["serving"], json!(id == leader), "node {id}: {status}");
+        assert_eq!(status["voters"], json!([1, 2, 3]));
+    }
+    let metrics = common::cluster::exchange(
+        cluster.addr(leader),
+        format!("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        CALL,
+    )
+    .await
+    .unwrap()
+    .body;
+    assert!(metrics.contains("leaseq_cluster_serving 1\n"), "{metrics}");
+    assert!(metrics.contains(&format!("leaseq_cluster_leader {leader}\n")), "{metrics}");
+    assert!(metrics.contains("leaseq_queue_events_total{queue=\"jobs\",event=\"acked\"} 3\n"), "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_are_added_and_removed_by_command_and_the_group_keeps_its_messages() {
+    let mut cluster = ProcessCluster::start("membership", 3);
+    let leader = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
+    let entry = cluster.addr(leader);
+    let url = call(entry, "CreateQueue", json!({"QueueName": "kept"})).await["QueueUrl"].as_str().unwrap().to_string();
+    for i in 0..5 {
+        call(entry, "SendMessage", json!({"QueueUrl": url, "MessageBody": format!("m{i}")})).await;
+    }
+    // Node 4 starts empty (no --bootstrap) and joins through a follower.
+    let new_addr = cluster.spawn_new(4);
+    let follower = [1, 2, 3].into_iter().find(|&id| id != leader).unwrap();
+    let via = cluster.addr(follower).to_string();
+    let answer =
+        run_command(&["cluster", "add-learner", "--node", &via, "--id", "4", "--addr", &new_addr.to_string()]);
+    answer.unwrap_or_else(|e| panic!("add-learner: {e}\n{}", cluster.logs()));
+    // Replace one voter that is not the leader with node 4.
+    let removed = [1, 2, 3].into_iter().find(|&id| id != leader && id != follower).unwrap();
+    let voters: Vec<String> = [1, 2, 3, 4].into_iter().filter(|&id| id != removed).map(|id| id.to_string()).collect();
+    run_command(&["cluster", "change-membership", "--node", &via, "--voters", &voters.join(",")])
+        .unwrap_or_else(|e| panic!("change-membership: {e}\n{}", cluster.logs()));
+    let status: Value = serde_json::from_str(&run_command(&["cluster", "status", "--node", &via]).unwrap()).unwrap();
+    let expected: Vec<u64> = voters.iter().map(|v| v.parse().unwrap()).collect();
+    assert_eq!(status["voters"], json!(expected), "{status}");
+    assert!(!status["nodes"].as_object().unwrap().contains_key(&removed.to_string()), "{status}");
+    // The removed node can go; the rest still serve every message.
+    cluster.kill(removed);
+    assert_eq!(visible(cluster.addr(4), &url).await, 5);
+    // Bad commands are clear errors.
+    let refused = run_command(&["cluster", "change-membership", "--node", &via, "--voters", "9"]).unwrap_err();
+    assert!(refused.contains("answered 409"), "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_its_quorum_serves_nothing_and_a_paused_one_comes_back_a_follower() {
+    let mut cluster = ProcessCluster::start("quorum", 3);
+    let leader = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
+    let addr = cluster.addr(leader);
+    let url = call(addr, "CreateQueue", json!({"QueueName": "q"})).await["QueueUrl"].as_str().unwrap().to_string();
+    call(addr, "SendMessage", json!({"QueueUrl": url, "MessageBody": "before"})).await;
+
+    // Both followers stop: no quorum. Within the lease the leader refuses
+    // reads and writes alike, and no send is acknowledged.
+    let followers: Vec<u64> = [1, 2, 3].into_iter().filter(|&id| id != leader).collect();
+    for &id in &followers {
+        cluster.pause(id);
+    }
+    tokio::time::sleep(Duration::from_millis(3 * common::cluster::ELECTION_MS)).await;
+    for (action, body) in [
+        ("GetQueueAttributes", json!({"QueueUrl": url, "AttributeNames": ["All"]})),
+        ("SendMessage", json!({"QueueUrl": url, "MessageBody": "without a quorum"})),
+        ("ListQueues", json!({})),
+    ] {
+        match sqs(addr, action, &body, CALL).await {
+            Outcome::Refused { status: 503, code, .. } => assert_eq!(code, "ServiceUnavailable"),
+            other => panic!("{action} without a quorum: {other:?}"),
+        }
+    }
+    assert_eq!(cluster.status(leader).await.unwrap()["serving"], json!(false));
+    for &id in &followers {
+        cluster.resume(id);
+    }
+    assert!(cluster.serving_leader(ELECTION_WAIT).await.is_some(), "{}", cluster.logs());
+
+    // Pause the leader past its election timeout: another node leads. A
+    // message sent there is what the old leader reports once it runs
+    // again (it forwards), or it refuses; it never answers from its own
+    // stale engine.
+    let old = cluster.serving_leader(ELECTION_WAIT).await.unwrap();
+    cluster.pause(old);
+    let new = loop {
+        let candidate = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
+        if candidate != old {
+            break candidate;
+        }
+    };
+    let url_new = queue_url(cluster.addr(new), "q");
+    call(cluster.addr(new), "SendMessage", json!({"QueueUrl": url_new, "MessageBody": "after"})).await;
+    let depth = visible(cluster.addr(new), &url_new).await;
+    cluster.resume(old);
+    match sqs(
+        cluster.addr(old),
+        "GetQueueAttributes",
+        &json!({"QueueUrl": url, "AttributeNames": ["ApproximateNumberOfMessages"]}),
+        CALL,
+    )
+    .await
+    {
+        Outcome::Ok(json) => assert_eq!(
+            json["Attributes"]["ApproximateNumberOfMessages"].as_str().unwrap().parse::<u64>().unwrap(),
+            depth,
+            "the old leader answered from a stale engine"
+        ),
+        Outcome::Refused { status: 503, .. } => {}
+        other => panic!("the old leader after its pause: {other:?}"),
+    }
+    assert_eq!(visible(cluster.addr(old), &url).await, depth);
+    let status = cluster.status(old).await.unwrap();
+    assert_eq!(status["serving"], json!(false), "{status}");
+}
