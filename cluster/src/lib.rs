@@ -10,13 +10,16 @@
 //! fails its writes and then refuses all writes; entries it manages to get
 //! appended in a later term are fenced (skipped by every replica).
 //!
-//! This first step keeps the Raft log in memory ([`LogStore`]) and connects
-//! nodes in-process ([`Router`]); a durable log and a TCP network are later
-//! steps.
+//! A node keeps its Raft log and latest snapshot in memory ([`LogStore`],
+//! [`StateMachine::new`]) or durably in a dir ([`DurableLogStore`],
+//! [`StateMachine::open`], both through [`Node::open`]), so that a node
+//! killed and restarted from its dir keeps what it acknowledged. Nodes are
+//! connected in-process ([`Router`]); a TCP network is a later step.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod durable;
 mod error;
 mod log_store;
 mod network;
@@ -25,6 +28,7 @@ mod sink;
 mod state_machine;
 mod types;
 
+pub use durable::{DEFAULT_SEGMENT_BYTES, DurableLogOptions, DurableLogReader, DurableLogStore, LogRecovery, TornTail};
 pub use error::ClusterError;
 pub use log_store::LogStore;
 pub use network::{Connection, Network, Router};
