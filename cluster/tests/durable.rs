@@ -6,6 +6,7 @@
 //! from the log alone and from a snapshot plus the log after it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -337,19 +338,24 @@ impl Cluster {
         self.nodes[&id].raft().metrics().borrow().last_applied.map_or(0, |id| id.index)
     }
 
-    /// Waits until every node applied all `leader` applied, and returns the
-    /// state's snapshot frames (the same on every node).
+    /// Waits until every node holds the state `leader` holds (compared by
+    /// snapshot frames) and has applied as far, and returns those frames.
+    /// (The leader's metrics may lag its state, so the state is polled.)
     fn converged(&self, leader: NodeId) -> Vec<u8> {
-        let index = self.last_applied(leader);
-        for node in self.nodes.values() {
-            let wait = node.raft().wait(Some(WAIT));
-            self.rt.block_on(wait.applied_index_at_least(Some(index), "applied")).unwrap();
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            let frames = self.nodes[&leader].replica_state().snapshot();
+            let index = self.last_applied(leader);
+            let same = self
+                .nodes
+                .iter()
+                .all(|(&id, node)| node.replica_state().snapshot() == frames && self.last_applied(id) >= index);
+            if same && self.nodes[&leader].replica_state().snapshot() == frames {
+                return frames;
+            }
+            assert!(std::time::Instant::now() < deadline, "the nodes did not converge");
+            std::thread::sleep(Duration::from_millis(10));
         }
-        let frames = self.nodes[&leader].replica_state().snapshot();
-        for (id, node) in &self.nodes {
-            assert_eq!(node.replica_state().snapshot(), frames, "node {id}");
-        }
-        frames
     }
 
     /// Every node, just opened and before any leader, holds `frames`.
@@ -451,4 +457,91 @@ fn a_group_restarts_from_its_snapshots_and_the_log_after_them() {
     let stats = q.stats();
     assert_eq!((stats.ready, stats.delayed + stats.in_flight), (12, 1), "{stats:?}");
     drop((q, engine));
+}
+
+/// Set in the child process of the kill -9 test: its data dir.
+const CHILD_DIR: &str = "LEASEQ_CLUSTER_KILL_CHILD_DIR";
+
+/// The child: a one-node group on `dir` sending numbered messages and
+/// printing each number once its send returned, until it is killed (or 20 s
+/// pass).
+fn sending_child(dir: &Path) -> ! {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let router = Router::new();
+    let node = rt.block_on(Node::open(1, config(), router.factory(1), dir)).unwrap();
+    router.register(1, node.raft().clone());
+    rt.block_on(node.raft().initialize(BTreeSet::from([1]))).unwrap();
+    let engine = rt.block_on(node.start_engine(Engine::builder(), WAIT)).unwrap();
+    let q = engine.create_queue("q", QueueConfig::default()).unwrap();
+    let started = std::time::Instant::now();
+    let mut stdout = std::io::stdout();
+    for i in 0u32.. {
+        q.send(i.to_le_bytes().to_vec()).unwrap();
+        writeln!(stdout, "sent {i}").unwrap();
+        stdout.flush().unwrap();
+        if started.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+    }
+    std::process::exit(0)
+}
+
+#[test]
+fn a_node_killed_with_sigkill_keeps_every_acknowledged_send() {
+    if let Some(dir) = std::env::var_os(CHILD_DIR) {
+        sending_child(Path::new(&dir));
+    }
+    let dir = TempDir::new("kill");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "a_node_killed_with_sigkill_keeps_every_acknowledged_send", "--nocapture"])
+        .env(CHILD_DIR, dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(n) = line.strip_prefix("sent ").and_then(|n| n.parse::<u32>().ok())
+                && tx.send(n).is_err()
+            {
+                break;
+            }
+        }
+    });
+    // Kill it in the middle of its sends.
+    let mut acknowledged = None;
+    while acknowledged.is_none_or(|n| n < 200) {
+        match rx.recv_timeout(WAIT) {
+            Ok(n) => acknowledged = Some(n),
+            Err(e) => {
+                let _ = child.kill();
+                panic!("the child stopped sending ({e}) after {acknowledged:?}");
+            }
+        }
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let acknowledged = rx.try_iter().last().max(acknowledged).unwrap();
+
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let router = Router::new();
+    let node = rt.block_on(Node::open(1, config(), router.factory(1), dir.path())).unwrap();
+    router.register(1, node.raft().clone());
+    let engine = rt.block_on(node.start_engine(Engine::builder(), WAIT)).unwrap();
+    let q = engine.queue("q").unwrap();
+    let mut payloads = BTreeSet::new();
+    loop {
+        let got = q.receive_with(1000, lease()).unwrap();
+        if got.is_empty() {
+            break;
+        }
+        payloads.extend(got.iter().map(|d| u32::from_le_bytes(d.payload[..4].try_into().unwrap())));
+    }
+    // Every acknowledged send is there; at most the one in flight beyond it.
+    assert!((0..=acknowledged).all(|i| payloads.contains(&i)), "lost some of 0..={acknowledged}");
+    assert!(payloads.len() as u32 <= acknowledged + 2, "{} messages for {acknowledged}", payloads.len());
+    drop((q, engine));
+    rt.block_on(node.raft().shutdown()).unwrap();
 }
