@@ -4,6 +4,8 @@
 //! cause in words; nothing on these paths panics.
 
 use std::fmt;
+use std::io;
+use std::path::PathBuf;
 
 /// A cluster operation's failure.
 #[derive(Debug)]
@@ -21,6 +23,36 @@ pub enum ClusterError {
     },
     /// The engine would not start from the replica state.
     Engine(leaseq::Error),
+    /// Another open store (in this process or another) holds this Raft
+    /// data dir.
+    DataDirLocked {
+        /// The dir.
+        path: PathBuf,
+    },
+    /// A durable file holds damage that recovery may not repair: a bad
+    /// record that is not the torn tail of the newest log segment, or a bad
+    /// snapshot file.
+    Corrupt {
+        /// The damaged file.
+        path: PathBuf,
+        /// Where in it.
+        offset: u64,
+        /// What is wrong there.
+        reason: String,
+    },
+    /// Reading or writing a durable file failed.
+    Io {
+        /// What was being done, with the path.
+        action: String,
+        /// The operating system's error.
+        source: io::Error,
+    },
+}
+
+impl ClusterError {
+    pub(crate) fn io(action: String, source: io::Error) -> ClusterError {
+        ClusterError::Io { action, source }
+    }
 }
 
 impl fmt::Display for ClusterError {
@@ -30,6 +62,13 @@ impl fmt::Display for ClusterError {
             ClusterError::NotLeader => f.write_str("this node did not become a serving leader in time"),
             ClusterError::AlreadyServing { term } => write!(f, "an engine already serves term {term} on this node"),
             ClusterError::Engine(e) => write!(f, "engine: {e}"),
+            ClusterError::DataDirLocked { path } => {
+                write!(f, "{} is in use by another open Raft store (in this process or another)", path.display())
+            }
+            ClusterError::Corrupt { path, offset, reason } => {
+                write!(f, "{} is damaged at byte {offset}: {reason}", path.display())
+            }
+            ClusterError::Io { action, source } => write!(f, "{action}: {source}"),
         }
     }
 }
@@ -38,6 +77,7 @@ impl std::error::Error for ClusterError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ClusterError::Engine(e) => Some(e),
+            ClusterError::Io { source, .. } => Some(source),
             _ => None,
         }
     }

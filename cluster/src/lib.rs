@@ -12,12 +12,16 @@
 //!
 //! Nodes talk over HTTP/1.1 ([`HttpNetwork`] sends, [`answer_raft_rpc`] or
 //! [`serve_raft`] answers; the wire format is in `rpc.rs`), or in-process
-//! through a [`Router`] in tests. The Raft log is kept in memory
-//! ([`LogStore`]); a durable log is a later step.
+//! through a [`Router`] in tests. A node keeps its Raft log and latest
+//! snapshot in memory ([`LogStore`], [`StateMachine::new`]) or durably in a
+//! dir ([`DurableLogStore`], [`StateMachine::open`], both through
+//! [`Node::open`]), so that a node killed and restarted from its dir keeps
+//! what it acknowledged.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod durable;
 mod error;
 mod http_network;
 mod log_store;
@@ -28,6 +32,7 @@ mod sink;
 mod state_machine;
 mod types;
 
+pub use durable::{DEFAULT_SEGMENT_BYTES, DurableLogOptions, DurableLogReader, DurableLogStore, LogRecovery, TornTail};
 pub use error::ClusterError;
 pub use http_network::{HttpConnection, HttpNetwork};
 pub use log_store::LogStore;

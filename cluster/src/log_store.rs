@@ -3,9 +3,9 @@
 //!
 //! Invariant: entries are kept contiguous above `last_purged`; `truncate`
 //! drops every entry at or after its index and `purge` every entry at or
-//! before it. Nothing here survives the process: durable storage (on
-//! leaseq's own log) is a later step, so a node that restarts must rejoin as
-//! a new, empty member.
+//! before it. Nothing here survives the process, so a node on it that
+//! restarts must rejoin as a new, empty member; `DurableLogStore` is the
+//! log that survives.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;

@@ -1,5 +1,6 @@
-//! `Node`: one member of the group (a Raft instance, its in-memory log and
-//! its state machine) and the way it becomes the serving leader.
+//! `Node`: one member of the group (a Raft instance, its log, in memory or
+//! durable in a dir, and its state machine) and the way it becomes the
+//! serving leader.
 //!
 //! Invariant: `start_engine` returns an engine only when this node leads a
 //! term, has applied every entry committed before that term and its own
@@ -10,6 +11,7 @@
 //! the previous engine's sink and waits until everything it proposed is
 //! applied, so the new engine starts from a state that includes it.
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,6 +22,7 @@ use openraft::storage::RaftLogStorage;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
+use crate::durable::{DurableLogStore, LogRecovery};
 use crate::error::ClusterError;
 use crate::log_store::LogStore;
 use crate::network::Router;
@@ -39,6 +42,7 @@ pub struct Node {
     write_timeout: Duration,
     /// The term of the last engine started here, and its sink's gate.
     served: Mutex<Option<(u64, SinkGate)>>,
+    log_recovery: Option<LogRecovery>,
 }
 
 impl std::fmt::Debug for Node {
@@ -97,7 +101,51 @@ impl Node {
             runtime: Handle::current(),
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             served: Mutex::new(None),
+            log_recovery: None,
         })
+    }
+
+    /// Starts node `id` on the current tokio runtime from its data dir
+    /// `dir` (created if missing): the durable Raft log and latest snapshot
+    /// in `dir/raft/`. The state machine starts from the snapshot and
+    /// openraft re-applies the committed entries after it before this
+    /// returns, so the node holds its state before any leader is heard
+    /// from. A new dir is an empty node, to be initialized or added as
+    /// usual; a used one is the same member again.
+    ///
+    /// # Errors
+    ///
+    /// `DataDirLocked` if another node has `dir` open; `Corrupt` or `Io`
+    /// if the log or snapshot cannot be recovered; `Raft` as for
+    /// [`Node::start_with`].
+    ///
+    /// # Panics
+    ///
+    /// If called outside a tokio runtime (as `Handle::current` does).
+    pub async fn open<N>(
+        id: NodeId,
+        config: Arc<openraft::Config>,
+        network: N,
+        dir: &Path,
+    ) -> Result<Node, ClusterError>
+    where
+        N: RaftNetworkFactory<TypeConfig>,
+    {
+        let raft_dir = dir.join("raft");
+        // The log first: it takes the dir's lock, which then covers the
+        // snapshot too.
+        let (log, recovery) = DurableLogStore::open(&raft_dir)?;
+        let state_machine = StateMachine::open(&raft_dir)?;
+        let mut node = Node::start_with(id, config, network, log, state_machine).await?;
+        node.log_recovery = Some(recovery);
+        Ok(node)
+    }
+
+    /// What opening the durable log found, for a node started by
+    /// [`Node::open`].
+    #[must_use]
+    pub fn log_recovery(&self) -> Option<&LogRecovery> {
+        self.log_recovery.as_ref()
     }
 
     /// How long an engine started from now on waits for each write to

@@ -19,8 +19,17 @@
 //!   nothing on error).
 //! * A snapshot is `ReplicaState::snapshot()`'s frames; installing one is a
 //!   fresh `ReplicaState` with those frames applied.
+//! * A state machine opened on a dir (`open`) keeps its latest snapshot
+//!   there: `build_snapshot` and `install_snapshot` have it on disk
+//!   (`durable/snapshot_file.rs`) before they return, so openraft may purge
+//!   the log behind it; `open` starts from it. The state itself is not
+//!   written anywhere else: after a restart openraft re-applies the
+//!   committed entries after the snapshot from the durable log. The file is
+//!   written while the state's lock is held, so a snapshot being built and
+//!   one being installed cannot overtake each other on disk.
 
 use std::io::Cursor;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use leaseq::ReplicaState;
@@ -30,6 +39,8 @@ use openraft::{
     StorageIOError, StoredMembership,
 };
 
+use crate::durable::snapshot_file;
+use crate::error::ClusterError;
 use crate::types::{NodeId, Response, TypeConfig};
 
 #[derive(Debug, Clone)]
@@ -45,6 +56,20 @@ struct Inner {
     membership: StoredMembership<NodeId, BasicNode>,
     snapshot: Option<StoredSnapshot>,
     snapshots_built: u64,
+    /// Where snapshots are kept, if anywhere.
+    dir: Option<PathBuf>,
+}
+
+impl Inner {
+    /// Keeps `stored` as the latest snapshot: on disk first, if this state
+    /// machine has a dir.
+    fn keep(&mut self, stored: StoredSnapshot) -> std::io::Result<()> {
+        if let Some(dir) = &self.dir {
+            snapshot_file::write(dir, &stored.meta, &stored.data)?;
+        }
+        self.snapshot = Some(stored);
+        Ok(())
+    }
 }
 
 /// A node's state machine; clones share it, so one clone can be handed to
@@ -59,6 +84,29 @@ impl StateMachine {
     #[must_use]
     pub fn new() -> Self {
         StateMachine::default()
+    }
+
+    /// A state machine that keeps its snapshots in `dir` (created if
+    /// missing), starting from the latest one there (or empty).
+    ///
+    /// # Errors
+    ///
+    /// `Corrupt` if the snapshot file is damaged or its frames do not
+    /// decode; `Io` if it cannot be read.
+    pub fn open(dir: &Path) -> Result<StateMachine, ClusterError> {
+        std::fs::create_dir_all(dir).map_err(|e| ClusterError::io(format!("creating {}", dir.display()), e))?;
+        let mut inner = Inner { dir: Some(dir.to_path_buf()), ..Inner::default() };
+        if let Some((meta, data)) = snapshot_file::read(dir)? {
+            inner.state.apply(&data).map_err(|e| ClusterError::Corrupt {
+                path: dir.join(snapshot_file::FILE),
+                offset: 0,
+                reason: format!("the snapshot's frames do not decode: {e}"),
+            })?;
+            inner.last_applied = meta.last_log_id;
+            inner.membership = meta.last_membership.clone();
+            inner.snapshot = Some(StoredSnapshot { meta, data });
+        }
+        Ok(StateMachine { inner: Arc::new(Mutex::new(inner)) })
     }
 
     /// A copy of the replica state as of the last applied entry.
@@ -97,7 +145,8 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             SnapshotMeta { last_log_id: inner.last_applied, last_membership: inner.membership.clone(), snapshot_id };
         let stored = StoredSnapshot { meta, data };
         let snapshot = snapshot_of(&stored);
-        inner.snapshot = Some(stored);
+        let signature = Some(stored.meta.signature());
+        inner.keep(stored).map_err(|e| StorageIOError::write_snapshot(signature, AnyError::new(&e)))?;
         Ok(snapshot)
     }
 }
@@ -158,10 +207,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             return Err(StorageIOError::read_snapshot(signature, AnyError::new(&e)).into());
         }
         let mut inner = self.lock();
+        let stored = StoredSnapshot { meta: meta.clone(), data };
+        inner.keep(stored).map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), AnyError::new(&e)))?;
         inner.state = state;
         inner.last_applied = meta.last_log_id;
         inner.membership = meta.last_membership.clone();
-        inner.snapshot = Some(StoredSnapshot { meta: meta.clone(), data });
         Ok(())
     }
 
