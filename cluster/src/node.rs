@@ -207,9 +207,15 @@ impl Node {
                     Ok(Err(e)) if e.fatal().is_some() => return Err(ClusterError::Raft(e.to_string())),
                     Ok(Err(_)) => {} // lost the leadership meanwhile: wait for the next
                     Ok(Ok(_)) => {
-                        let state = self.state_machine.replica_state();
-                        if self.leading_term() == Some(term) {
-                            return self.serve(builder, state, term).await;
+                        // A node that restarted as the leader of the term it
+                        // led before appends no blank entry: entries its
+                        // previous engine left uncommitted may still commit
+                        // in this term, so wait for all of them.
+                        if self.applied_everything(deadline).await.is_ok() {
+                            let state = self.state_machine.replica_state();
+                            if self.leading_term() == Some(term) {
+                                return self.serve(builder, state, term).await;
+                            }
                         }
                     }
                 }
@@ -249,9 +255,7 @@ impl Node {
         // Everything the old sink proposed is in the log now (retire waited
         // for any proposal in flight, and ensure_linearizable was queued
         // behind it): wait until it is all applied.
-        let last_log = self.raft.metrics().borrow().last_log_index;
-        let applied = self.raft.wait(Some(deadline.saturating_duration_since(Instant::now())));
-        applied.applied_index_at_least(last_log, "the old engine's entries applied").await.map_err(|_| ClusterError::NotLeader)?;
+        self.applied_everything(deadline).await?;
         let state = self.state_machine.replica_state();
         if self.leading_term() != Some(term) {
             return Err(ClusterError::NotLeader);
@@ -266,6 +270,17 @@ impl Node {
             *served = Some((term, sink.gate()));
         }
         open_engine(builder, sink, state).await
+    }
+
+    /// Waits (until `deadline`) until this node has applied every entry
+    /// its log holds now.
+    async fn applied_everything(&self, deadline: Instant) -> Result<(), ClusterError> {
+        let last_log = self.raft.metrics().borrow().last_log_index;
+        let wait = self.raft.wait(Some(deadline.saturating_duration_since(Instant::now())));
+        wait.applied_index_at_least(last_log, "every entry in the log applied")
+            .await
+            .map(drop)
+            .map_err(|_| ClusterError::NotLeader)
     }
 
     async fn serve(&self, builder: EngineBuilder, state: ReplicaState, term: u64) -> Result<Engine, ClusterError> {

@@ -218,6 +218,11 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))
 }
 
+/// HTTP workers of a cluster node: each SQS write holds one until Raft has
+/// committed it (a few ms: fsyncs on a quorum), so this many writes can be
+/// in flight at once (and share the Raft entries the replicator groups).
+const CLUSTER_HTTP_WORKERS: usize = 32;
+
 /// `leaseq-server cluster ...`: one request to a node, its answer printed.
 fn cluster_command(action: &ClusterAction) -> Result<(), String> {
     let (node, method, path, body) = match action {
@@ -262,7 +267,12 @@ fn run_cluster(args: Args) -> Result<(), String> {
     let election_min = Duration::from_millis(args.election_timeout_ms);
     let timing = RaftTiming { heartbeat: election_min / 4, election_min, election_max: election_min * 2 };
     let config = ClusterConfig { node_id, peers, data_dir: data_dir.clone(), bootstrap: args.bootstrap, timing };
-    runtime()?.block_on(async {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(CLUSTER_HTTP_WORKERS)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.bind)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", args.bind))?;

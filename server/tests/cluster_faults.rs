@@ -114,6 +114,9 @@ async fn worker(worker: usize, addrs: Vec<SocketAddr>, stop: Arc<AtomicBool>, lo
             seq += 1;
             let body = format!("w{worker}-{seq}");
             let outcome = sqs(addr, "SendMessage", &json!({"QueueUrl": url, "MessageBody": body}), CALL).await;
+            if std::env::var_os("LEASEQ_CLUSTER_DEBUG").is_some() {
+                eprintln!("{:?} send via {addr}: {outcome:?}", std::time::SystemTime::now());
+            }
             let result = match &outcome {
                 Outcome::Ok(_) => Some(true),
                 refused if !refused.is_unknown() => Some(false),
@@ -122,6 +125,9 @@ async fn worker(worker: usize, addrs: Vec<SocketAddr>, stop: Arc<AtomicBool>, lo
             lock(&log).sends.insert(body, result);
         } else {
             let (started, outcome, ended) = receive(addr, &url, VISIBILITY).await;
+            if std::env::var_os("LEASEQ_CLUSTER_DEBUG").is_some() {
+                eprintln!("{:?} receive via {addr} took {:?}: {outcome:?}", std::time::SystemTime::now(), ended - started);
+            }
             let Outcome::Ok(json) = outcome else {
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
@@ -151,7 +157,13 @@ async fn worker(worker: usize, addrs: Vec<SocketAddr>, stop: Arc<AtomicBool>, lo
 async fn leader(cluster: &ProcessCluster) -> u64 {
     match cluster.serving_leader(RECOVERY).await {
         Some(id) => id,
-        None => panic!("no serving leader within {RECOVERY:?}\n{}", cluster.logs()),
+        None => {
+            let mut statuses = String::new();
+            for id in cluster.live() {
+                statuses.push_str(&format!("node {id}: {:?}\n", cluster.status(id).await));
+            }
+            panic!("no serving leader within {RECOVERY:?}\n{statuses}{}", cluster.logs())
+        }
     }
 }
 
@@ -176,8 +188,12 @@ async fn kill_pause_and_restart_lose_no_acknowledged_call() {
     let pause = Duration::from_millis(4 * ELECTION_MS);
     let started = Instant::now();
     for fault in 0..faults {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Steady load between faults.
+        tokio::time::sleep(Duration::from_millis(1000)).await;
         let leading = leader(&cluster).await;
+        if std::env::var_os("LEASEQ_CLUSTER_DEBUG").is_some() {
+            eprintln!("{:?} fault {fault} (kind {}), leader {leading}", std::time::SystemTime::now(), fault % 4);
+        }
         match fault % 4 {
             0 => {
                 cluster.kill(leading);

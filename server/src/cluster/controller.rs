@@ -105,7 +105,9 @@ async fn lead(shared: &Shared, term: u64) {
                 confirmed.confirm(started);
             }
         }
-        Role::Waiting(_) if shared.node.serves_term() == Some(term) => start(shared, term, true).await,
+        // An engine of this term was started here before (and has been
+        // dropped since, or failed to open): replace it.
+        _ if shared.node.serves_term() == Some(term) => start(shared, term, true).await,
         _ => start(shared, term, false).await,
     }
 }

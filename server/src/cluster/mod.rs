@@ -92,7 +92,15 @@ pub struct ClusterFront {
     forwarder: Forwarder,
     stop: watch::Sender<bool>,
     controller: Mutex<Option<JoinHandle<()>>>,
+    /// Raft, its network and the controller run here, apart from the HTTP
+    /// runtime: an SQS write holds its HTTP worker until Raft commits it,
+    /// so Raft must never wait for an HTTP worker.
+    raft_runtime: Mutex<Option<tokio::runtime::Runtime>>,
 }
+
+/// Threads of the Raft runtime: the core, the replication streams and the
+/// network client are all light.
+const RAFT_THREADS: usize = 2;
 
 impl ClusterFront {
     /// Opens this node's data dir, starts its Raft node and its controller,
@@ -121,8 +129,17 @@ impl ClusterFront {
         let raft_config = Arc::new(raft_config.validate().map_err(|e| format!("raft timing: {e}"))?);
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| format!("cannot create {}: {e}", config.data_dir.display()))?;
-        let node = Node::start_with(config.node_id, raft_config, HttpNetwork::new(), leaseq_cluster::LogStore::new(), leaseq_cluster::StateMachine::new())
+        let raft_runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(RAFT_THREADS)
+            .thread_name("leaseq-raft")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the Raft runtime: {e}"))?;
+        let (id, dir) = (config.node_id, config.data_dir.clone());
+        let node = raft_runtime
+            .spawn(async move { Node::open(id, raft_config, HttpNetwork::new(), &dir).await })
             .await
+            .map_err(|e| format!("the Raft runtime failed: {e}"))?
             .map_err(|e| format!("cannot open node {} in {}: {e}", config.node_id, config.data_dir.display()))?;
         if config.bootstrap {
             let members: BTreeMap<NodeId, BasicNode> =
@@ -140,12 +157,13 @@ impl ClusterFront {
             lease: config.timing.election_min,
         });
         let (stop, stopping) = watch::channel(false);
-        let controller = tokio::spawn(controller::run(shared.clone(), stopping));
+        let controller = raft_runtime.spawn(controller::run(shared.clone(), stopping));
         Ok(Arc::new(ClusterFront {
             shared,
             forwarder: Forwarder::new(config.node_id),
             stop,
             controller: Mutex::new(Some(controller)),
+            raft_runtime: Mutex::new(Some(raft_runtime)),
         }))
     }
 
@@ -164,6 +182,9 @@ impl ClusterFront {
             let _ = controller.await;
         }
         let _ = self.shared.node.raft().shutdown().await;
+        if let Some(runtime) = self.raft_runtime.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+            runtime.shutdown_background();
+        }
     }
 
     /// How to answer an SQS request now (`forwarded`: another node sent it).
@@ -222,6 +243,16 @@ impl ClusterFront {
         gauge("leaseq_cluster_last_applied", "The last Raft log index applied here.", status.last_applied.unwrap_or(0));
         gauge("leaseq_cluster_voters", "Voting members of the group.", status.voters.len() as u64);
         out
+    }
+}
+
+impl Drop for ClusterFront {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which an async context forbids;
+        // shutting it down in the background does not.
+        if let Some(runtime) = self.raft_runtime.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+            runtime.shutdown_background();
+        }
     }
 }
 

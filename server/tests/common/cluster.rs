@@ -203,6 +203,10 @@ impl Drop for ProcessCluster {
     }
 }
 
+/// How `exchange` starts the error of a connection that was never made
+/// (nothing was sent, so the call had no effect).
+pub const NOT_CONNECTED: &str = "not connected";
+
 /// An HTTP answer.
 #[derive(Debug, Clone)]
 pub struct Reply {
@@ -215,7 +219,8 @@ pub struct Reply {
 /// exchange did not complete (refused, reset, timed out).
 pub async fn exchange(addr: SocketAddr, request: &[u8], limit: Duration) -> Result<Reply, String> {
     let talk = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        let mut stream =
+            tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("{NOT_CONNECTED}: {e}"))?;
         stream.write_all(request).await.map_err(|e| e.to_string())?;
         let mut response = Vec::new();
         stream.read_to_end(&mut response).await.map_err(|e| e.to_string())?;
@@ -258,6 +263,9 @@ pub async fn sqs(addr: SocketAddr, action: &str, body: &Value, limit: Duration) 
         body.len()
     );
     match exchange(addr, request.as_bytes(), limit).await {
+        Err(why) if why.starts_with(NOT_CONNECTED) => {
+            Outcome::Refused { status: 0, code: "NotConnected".into(), message: why }
+        }
         Err(why) => Outcome::Unknown(why),
         Ok(reply) if reply.status == 200 => Outcome::Ok(reply.json),
         Ok(reply) => Outcome::Refused {
