@@ -1,7 +1,8 @@
 //! Faults against a 3-node `leaseq-server --cluster` group under a mixed
 //! SQS load: kill -9 of the leader, of a follower, of two nodes in turn
 //! (no quorum: nothing may be acknowledged), SIGSTOP of the leader past its
-//! election timeout, and restarts from the data dirs. Afterwards the queue
+//! election timeout, kill -9 of every node at once, and restarts from the
+//! data dirs. Afterwards the queue
 //! is drained and the client's log of calls is reconciled:
 //!
 //! * no acknowledged send is lost (every one was deleted or is still there);
@@ -192,9 +193,9 @@ async fn kill_pause_and_restart_lose_no_acknowledged_call() {
         tokio::time::sleep(Duration::from_millis(1000)).await;
         let leading = leader(&cluster).await;
         if std::env::var_os("LEASEQ_CLUSTER_DEBUG").is_some() {
-            eprintln!("{:?} fault {fault} (kind {}), leader {leading}", std::time::SystemTime::now(), fault % 4);
+            eprintln!("{:?} fault {fault} (kind {}), leader {leading}", std::time::SystemTime::now(), fault % 5);
         }
-        match fault % 4 {
+        match fault % 5 {
             0 => {
                 cluster.kill(leading);
                 tokio::time::sleep(Duration::from_millis(700)).await;
@@ -222,10 +223,20 @@ async fn kill_pause_and_restart_lose_no_acknowledged_call() {
                 cluster.spawn(follower);
                 cluster.spawn(leading);
             }
-            _ => {
+            3 => {
                 cluster.pause(leading);
                 tokio::time::sleep(pause).await;
                 cluster.resume(leading);
+            }
+            _ => {
+                // Every node at once: what was acknowledged is on disk.
+                let all: Vec<u64> = cluster.nodes.keys().copied().collect();
+                for &id in &all {
+                    cluster.kill(id);
+                }
+                for &id in &all {
+                    cluster.spawn(id);
+                }
             }
         }
     }
