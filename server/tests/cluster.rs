@@ -201,3 +201,26 @@ async fn a_leader_cut_off_from_its_quorum_serves_nothing_and_a_paused_one_comes_
     let status = cluster.status(old).await.unwrap();
     assert_eq!(status["serving"], json!(false), "{status}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_request_to_a_follower_is_verified_by_the_leader() {
+    let dir = std::env::temp_dir().join(format!("leaseq-cluster-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let keys = dir.join("credentials");
+    std::fs::write(&keys, "AKIDCLUSTER s3cret/key\n").unwrap();
+    let flags = vec!["--credentials-file".to_string(), keys.display().to_string()];
+    let cluster = ProcessCluster::start_with("signed", 3, flags);
+    let leader = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
+    let follower = [1, 2, 3].into_iter().find(|&id| id != leader).unwrap();
+    let client = common::sdk_client_as(cluster.addr(follower), "AKIDCLUSTER", "s3cret/key");
+    let url = client.create_queue().queue_name("signed").send().await.expect("create").queue_url.unwrap();
+    client.send_message().queue_url(&url).message_body("hello").send().await.expect("send via a follower");
+    let got = client.receive_message().queue_url(&url).send().await.expect("receive");
+    assert_eq!(got.messages().len(), 1);
+    assert_eq!(got.messages()[0].body(), Some("hello"));
+    // A wrong secret is refused by the leader, through the follower.
+    let wrong = common::sdk_client_as(cluster.addr(follower), "AKIDCLUSTER", "guess");
+    let refused = wrong.list_queues().send().await.unwrap_err();
+    assert_eq!(common::code_of(&refused), "SignatureDoesNotMatch");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -49,6 +49,8 @@ pub struct ProcessCluster {
     pub nodes: BTreeMap<u64, ProcessNode>,
     pub root: PathBuf,
     peers: Vec<String>,
+    /// Flags every node gets besides the cluster's own.
+    extra: Vec<String>,
 }
 
 /// A free loopback port (bound, read, released: a small race that a test
@@ -62,12 +64,17 @@ impl ProcessCluster {
     /// `n` nodes (ids 1..=n), node 1 bootstrapping the group, under a fresh
     /// temp dir named after `test`.
     pub fn start(test: &str, n: u64) -> ProcessCluster {
+        Self::start_with(test, n, Vec::new())
+    }
+
+    /// Like `start`, every node also given `extra` flags.
+    pub fn start_with(test: &str, n: u64, extra: Vec<String>) -> ProcessCluster {
         let root = std::env::temp_dir().join(format!("leaseq-cluster-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
         let addrs: Vec<(u64, SocketAddr)> = (1..=n).map(|id| (id, free_port())).collect();
         let peers = addrs.iter().map(|(id, addr)| format!("{id}={addr}")).collect();
-        let mut cluster = ProcessCluster { nodes: BTreeMap::new(), root: root.clone(), peers };
+        let mut cluster = ProcessCluster { nodes: BTreeMap::new(), root: root.clone(), peers, extra };
         for (id, addr) in addrs {
             let data_dir = root.join(format!("node{id}"));
             let log = root.join(format!("node{id}.log"));
@@ -80,6 +87,7 @@ impl ProcessCluster {
     /// Starts node `id` (again) from its data dir.
     pub fn spawn(&mut self, id: u64) {
         let peers = self.peers.clone();
+        let extra = self.extra.clone();
         let node = self.nodes.get_mut(&id).expect("a member");
         assert!(node.child.is_none(), "node {id} already runs");
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&node.log).unwrap();
@@ -95,6 +103,7 @@ impl ProcessCluster {
         for peer in &peers {
             command.args(["--peer", peer]);
         }
+        command.args(&extra);
         if id == 1 {
             command.arg("--bootstrap");
         }
