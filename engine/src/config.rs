@@ -38,6 +38,8 @@ pub const MAX_PAYLOAD_LIMIT: usize = 1 << 30;
 pub const MAX_DURATION_SETTING: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Longest queue name.
 pub const MAX_NAME_LEN: usize = 80;
+/// Largest metadata a queue keeps (`Queue::set_metadata`).
+pub const MAX_QUEUE_METADATA: usize = 64 * 1024;
 
 /// A queue's configuration. `QueueConfig::default()` matches common hosted
 /// queues: 30 s visibility, 12 h lease cap, 256 KiB payloads.

@@ -91,6 +91,8 @@ pub(crate) enum Record {
     Moved { from: u32, to: u32, id: u64, at: u64, carried: u32, dead_letter: Option<StdArc<DeadLetterRecord>> },
     /// The queue's retention period changed (`Queue::set_retention`).
     RetentionSet { queue: u32, retention: Option<std::time::Duration> },
+    /// The queue's metadata was replaced (`Queue::set_metadata`).
+    MetadataSet { queue: u32, metadata: Bytes },
     /// No message id at or above `below` has been handed out.
     IdsReserved { below: u64 },
 }
@@ -112,6 +114,7 @@ impl fmt::Debug for Record {
                 write!(f, "Moved({from} -> {to}, {id}, at {at}, carried {carried}, record {})", dead_letter.is_some())
             }
             Record::RetentionSet { queue, retention } => write!(f, "RetentionSet({queue}, {retention:?})"),
+            Record::MetadataSet { queue, metadata } => write!(f, "MetadataSet({queue}, {} bytes)", metadata.len()),
             Record::IdsReserved { below } => write!(f, "IdsReserved(below {below})"),
         }
     }

@@ -90,8 +90,8 @@ pub use hdrhistogram::Histogram;
 pub use backoff::Backoff;
 pub use clock::{Clock, MANUAL_UNIX_ORIGIN, ManualClock, Nanos, SystemClock};
 pub use config::{
-    LateAck, MAX_BATCH, MAX_CAPACITY, MAX_DURATION_SETTING, MAX_NAME_LEN, MAX_PAYLOAD_LIMIT, MAX_SHARDS, QueueConfig,
-    validate_name,
+    LateAck, MAX_BATCH, MAX_CAPACITY, MAX_DURATION_SETTING, MAX_NAME_LEN, MAX_PAYLOAD_LIMIT, MAX_QUEUE_METADATA,
+    MAX_SHARDS, QueueConfig, validate_name,
 };
 pub use dead_letter::{AttemptOutcome, AttemptRecord, DeadLetterReason, DeadLetterRecord, MAX_ATTEMPT_RECORDS};
 pub use delivery::{Delivery, ReceiveOptions, SendOptions};

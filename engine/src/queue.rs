@@ -55,6 +55,9 @@ pub(crate) struct QueueCore {
     pub(crate) retention: AtomicU64,
     /// Held while `set_retention` logs and stores a change.
     pub(crate) retention_change: crate::sync::Mutex<()>,
+    /// What `set_metadata` last stored; the lock is held while a change is
+    /// logged, so the log's order of changes is the order they took effect.
+    pub(crate) metadata: crate::sync::Mutex<Bytes>,
 }
 
 impl QueueCore {
@@ -91,6 +94,7 @@ impl QueueCore {
             dead_letter_log: DeadLetterLog::default(),
             retention,
             retention_change: crate::sync::Mutex::new(()),
+            metadata: crate::sync::Mutex::new(Bytes::new()),
         }
     }
 
@@ -257,6 +261,45 @@ impl Queue {
         // bring it back.
         self.core.drop_past_retention(self.core.now());
         self.core.retention.store(retention.map_or(0, duration_nanos), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The bytes last stored by `set_metadata` (empty if none).
+    #[must_use]
+    pub fn metadata(&self) -> Bytes {
+        crate::sync::lock(&self.core.metadata).clone()
+    }
+
+    /// Replaces the opaque bytes an application keeps with this queue (at
+    /// most `MAX_QUEUE_METADATA`): settings of its own, say, which the
+    /// engine does not read. On a durable engine they survive restarts and
+    /// on a replicated one failovers, as the queue's config does; they go
+    /// with the queue when it is deleted.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidConfig` (field `metadata`) above the limit, `QueueDeleted`,
+    /// and on a durable or replicated engine `Storage` when the change could
+    /// not be logged (then nothing changed).
+    pub fn set_metadata(&self, metadata: impl Into<Bytes>) -> Result<(), Error> {
+        let metadata = metadata.into();
+        self.core.check_live()?;
+        if metadata.len() > crate::config::MAX_QUEUE_METADATA {
+            return Err(Error::InvalidConfig {
+                field: "metadata",
+                reason: format!(
+                    "{} bytes is above the limit of {} bytes",
+                    metadata.len(),
+                    crate::config::MAX_QUEUE_METADATA
+                ),
+            });
+        }
+        let mut stored = crate::sync::lock(&self.core.metadata);
+        if let Some(journal) = self.core.journal() {
+            let record = crate::journal::Record::MetadataSet { queue: self.core.ordinal, metadata: metadata.clone() };
+            journal.commit_now(record).map_err(|failure| Error::storage(failure, None))?;
+        }
+        *stored = metadata;
         Ok(())
     }
 

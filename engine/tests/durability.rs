@@ -354,6 +354,9 @@ fn compaction_keeps_the_live_state_and_bounds_the_log() {
             .unwrap();
         let keep = engine.create_queue("keep", QueueConfig::default()).unwrap();
         let churn = engine.create_queue("churn", QueueConfig::default()).unwrap();
+        // Metadata written before the churn must survive the compaction that
+        // drops the segment it was logged in.
+        keep.set_metadata(&b"kept through compaction"[..]).unwrap();
         // Churn: a thousand rounds of 19 sends and 19 acks beside one kept
         // message leave 1,000 live messages and ~40,000 records behind.
         for round in 0..1_000u32 {
@@ -386,11 +389,37 @@ fn compaction_keeps_the_live_state_and_bounds_the_log() {
     assert!(on_disk < 6 * segment + 200_000, "{on_disk} bytes on disk");
     let engine = open(&dir);
     assert!(drain(&engine, "churn").is_empty());
+    assert_eq!(&engine.queue("keep").unwrap().metadata()[..], b"kept through compaction");
+    assert!(engine.queue("churn").unwrap().metadata().is_empty());
     let got = drain(&engine, "keep");
     assert_eq!(got.len(), live.len());
     for (id, payload) in &live {
         assert_eq!(&got[id].0, payload);
     }
+}
+
+#[test]
+fn queue_metadata_survives_a_restart_and_bad_metadata_changes_nothing() {
+    let dir = scratch("metadata");
+    {
+        let engine = open(&dir);
+        let q = engine.create_queue("q", QueueConfig::default()).unwrap();
+        assert!(q.metadata().is_empty());
+        q.set_metadata(&b"first"[..]).unwrap();
+        q.set_metadata(&b"{\"DelaySeconds\":5}"[..]).unwrap();
+        let too_big = vec![0u8; leaseq::MAX_QUEUE_METADATA + 1];
+        assert!(matches!(q.set_metadata(too_big), Err(Error::InvalidConfig { field: "metadata", .. })));
+        assert_eq!(&q.metadata()[..], b"{\"DelaySeconds\":5}", "a refused change changes nothing");
+        let gone = engine.create_queue("gone", QueueConfig::default()).unwrap();
+        gone.set_metadata(&b"x"[..]).unwrap();
+        engine.delete_queue("gone").unwrap();
+        assert!(matches!(gone.set_metadata(&b"y"[..]), Err(Error::QueueDeleted { .. })));
+    }
+    let engine = open(&dir);
+    assert_eq!(&engine.queue("q").unwrap().metadata()[..], b"{\"DelaySeconds\":5}");
+    // A queue created again under a deleted one's name starts without it.
+    let again = engine.create_queue("gone", QueueConfig::default()).unwrap();
+    assert!(again.metadata().is_empty());
 }
 
 #[test]

@@ -144,6 +144,7 @@ fn a_snapshot_rebuilds_the_same_state() {
     let sink = Arc::new(Recorder::default());
     let engine = leader(&clock, &sink);
     let q = engine.create_queue("q", QueueConfig::default().retention(secs(3600))).unwrap();
+    q.set_metadata(&b"settings of the application"[..]).unwrap();
     for i in 0..5u8 {
         q.send(vec![i]).unwrap();
     }
@@ -163,6 +164,7 @@ fn a_snapshot_rebuilds_the_same_state() {
     let (clock, new) = successor(&clock, rebuilt, &sink);
     let q = new.queue("q").unwrap();
     assert_eq!(q.config().retention, Some(secs(3600)));
+    assert_eq!(&q.metadata()[..], b"settings of the application", "metadata travels in snapshots");
     assert_eq!(q.receive(10).unwrap().len(), 3, "the one in flight stays hidden");
     clock.advance(secs(10));
     let back = q.receive(10).unwrap();

@@ -2,10 +2,12 @@
 //!
 //! Invariant: the registry holds exactly the engine's queues, each with
 //! settings that passed validation. Creation, deletion and attribute changes
-//! are serialised by one lock, and on a durable engine the settings file in
-//! the data dir is rewritten (atomically, by rename) before the change is
-//! reported done, so a restart finds the attributes the engine's log cannot
-//! hold (delay, wait time, size limit, retention, timestamps).
+//! are serialised by one lock. Each queue's settings are stored in its
+//! engine metadata (`Queue::set_metadata`) before a change is reported done,
+//! so they are as durable as the engine (a data dir's log, or a cluster's
+//! replicated log, where a new leader finds them); on a durable engine the
+//! settings file in the data dir is rewritten as well (atomically, by
+//! rename), which data dirs written before the metadata existed rely on.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -100,7 +102,8 @@ impl Registry {
         let mut queues = HashMap::new();
         for name in engine.list_queues() {
             let Ok(queue) = engine.queue(&name) else { continue };
-            let mut settings = saved.remove(&name).unwrap_or_else(|| {
+            let from_file = saved.remove(&name);
+            let mut settings = settings_of(&queue).or(from_file).unwrap_or_else(|| {
                 let mut fresh = QueueSettings::new(now);
                 fresh.visibility_timeout = queue.config().visibility_timeout.as_secs().min(43_200) as u32;
                 fresh
@@ -187,6 +190,7 @@ impl Registry {
                 config.dead_letter_queue(redrive.dead_letter_queue.clone()).max_receives(redrive.max_receive_count);
         }
         let queue = self.engine.create_queue(name, config)?;
+        store(&queue, &settings)?;
         self.queues
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -217,10 +221,13 @@ impl Registry {
                  with the new policy (docs/server.md).",
             ));
         }
+        next.last_modified = unix_now_ms() / 1000;
+        // The settings first: should the retention change fail after it, the
+        // next open sets the engine's retention from them.
+        store(&entry.queue, &next)?;
         if next.message_retention_period != settings.message_retention_period {
             entry.queue.set_retention(Some(retention_of(&next)))?;
         }
-        next.last_modified = unix_now_ms() / 1000;
         *settings = next;
         drop(settings);
         self.save()
@@ -251,6 +258,21 @@ impl Registry {
             )
         })
     }
+}
+
+/// The settings kept in `queue`'s engine metadata, if it holds valid ones.
+fn settings_of(queue: &Queue) -> Option<QueueSettings> {
+    let metadata = queue.metadata();
+    (!metadata.is_empty()).then(|| serde_json::from_slice(&metadata).ok()).flatten()
+}
+
+/// Keeps `settings` in `queue`'s engine metadata (logged on a durable or
+/// replicated engine).
+fn store(queue: &Queue, settings: &QueueSettings) -> Result<(), SqsError> {
+    let bytes = serde_json::to_vec(settings)
+        .map_err(|e| SqsError::new(ErrorCode::InternalFailure, format!("The attributes could not be encoded: {e}.")))?;
+    queue.set_metadata(bytes)?;
+    Ok(())
 }
 
 fn entry(queue: Queue, settings: QueueSettings) -> QueueEntry {

@@ -224,3 +224,29 @@ async fn a_signed_request_to_a_follower_is_verified_by_the_leader() {
     assert_eq!(common::code_of(&refused), "SignatureDoesNotMatch");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_attributes_survive_a_failover() {
+    let mut cluster = ProcessCluster::start("attributes", 3);
+    let leader = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
+    let addr = cluster.addr(leader);
+    let attributes = json!({"DelaySeconds": "7", "ReceiveMessageWaitTimeSeconds": "3", "MaximumMessageSize": "2048"});
+    let url = call(addr, "CreateQueue", json!({"QueueName": "tuned", "Attributes": attributes})).await["QueueUrl"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    call(addr, "SetQueueAttributes", json!({"QueueUrl": url, "Attributes": {"VisibilityTimeout": "45"}})).await;
+    cluster.kill(leader);
+    let survivor = [1, 2, 3].into_iter().find(|&id| id != leader).unwrap();
+    let got = call(
+        cluster.addr(survivor),
+        "GetQueueAttributes",
+        json!({"QueueUrl": queue_url(cluster.addr(survivor), "tuned"), "AttributeNames": ["All"]}),
+    )
+    .await;
+    let got = &got["Attributes"];
+    assert_eq!(got["DelaySeconds"], json!("7"), "{got}");
+    assert_eq!(got["ReceiveMessageWaitTimeSeconds"], json!("3"), "{got}");
+    assert_eq!(got["MaximumMessageSize"], json!("2048"), "{got}");
+    assert_eq!(got["VisibilityTimeout"], json!("45"), "{got}");
+}

@@ -338,6 +338,7 @@ pub(crate) fn restore(engine: &Engine, replica: &Replica, report: &mut RecoveryR
     let mut cores: HashMap<u32, Arc<QueueCore>> = HashMap::new();
     for (ordinal, queue) in &replica.queues {
         let q = engine.restore_queue(*ordinal, &queue.name, queue.config.clone())?;
+        *crate::sync::lock(&q.core.metadata) = queue.metadata.clone();
         cores.insert(*ordinal, q.core.clone());
     }
     engine.skip_ordinals(replica.next_queue);

@@ -79,6 +79,8 @@ const RETENTION_SET: u8 = 13;
 // Replicated engines only (a local data dir never holds them).
 const RECEIVED_UNTIL: u8 = 14;
 const LEASE_SET: u8 = 15;
+/// A queue's metadata (`Queue::set_metadata`).
+const METADATA_SET: u8 = 16;
 
 /// Appends `entry` as one frame to `out`.
 pub(crate) fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
@@ -186,6 +188,11 @@ fn encode_record(record: &Record, body: &mut Writer<'_>) {
             body.u32(*queue);
             body.opt_u64(retention.map(|r| u64::try_from(r.as_nanos()).unwrap_or(u64::MAX)));
         }
+        Record::MetadataSet { queue, metadata } => {
+            body.u8(METADATA_SET);
+            body.u32(*queue);
+            body.0.extend_from_slice(metadata);
+        }
         Record::IdsReserved { below } => {
             body.u8(IDS_RESERVED);
             body.u64(*below);
@@ -268,6 +275,10 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
         RETENTION_SET => {
             let queue = r.u32()?;
             Entry::Op(Record::RetentionSet { queue, retention: r.opt_u64()?.map(Duration::from_nanos) })
+        }
+        METADATA_SET => {
+            let queue = r.u32()?;
+            Entry::Op(Record::MetadataSet { queue, metadata: Bytes::copy_from_slice(r.rest()) })
         }
         IDS_RESERVED => Entry::Op(Record::IdsReserved { below: r.u64()? }),
         SNAPSHOT => Entry::Snapshot { next_queue: r.u32()?, ids_below: r.u64()? },
@@ -577,6 +588,8 @@ mod tests {
             Entry::Op(Record::Moved { from: 1, to: 7, id: 4, at: u64::MAX, carried: 3, dead_letter: None }),
             Entry::Op(Record::RetentionSet { queue: 7, retention: Some(Duration::from_secs(60)) }),
             Entry::Op(Record::RetentionSet { queue: 7, retention: None }),
+            Entry::Op(Record::MetadataSet { queue: 7, metadata: Bytes::from_static(b"{\"DelaySeconds\":5}") }),
+            Entry::Op(Record::MetadataSet { queue: 8, metadata: Bytes::new() }),
             Entry::Op(Record::IdsReserved { below: 1 << 50 }),
             Entry::Snapshot { next_queue: 9, ids_below: 1 << 41 },
             Entry::Restored(Box::new(RestoredMessage {

@@ -24,6 +24,8 @@ use crate::log::record::{Entry, RestoredMessage};
 pub(crate) struct QueueState {
     pub(crate) name: String,
     pub(crate) config: QueueConfig,
+    /// What `Queue::set_metadata` last stored (empty: none).
+    pub(crate) metadata: Bytes,
 }
 
 /// A live message.
@@ -121,7 +123,7 @@ impl Replica {
         match record {
             Record::QueueCreated { queue, name, config } => {
                 self.live_bytes += 64 + name.len() as u64;
-                self.queues.insert(queue, QueueState { name, config: *config });
+                self.queues.insert(queue, QueueState { name, config: *config, metadata: Bytes::new() });
                 self.next_queue = self.next_queue.max(queue.saturating_add(1));
             }
             Record::QueueDeleted { queue } => {
@@ -204,6 +206,14 @@ impl Replica {
                 Some(state) => state.config.retention = retention,
                 None => self.ignored += 1,
             },
+            Record::MetadataSet { queue, metadata } => match self.queues.get_mut(&queue) {
+                Some(state) => {
+                    self.live_bytes =
+                        (self.live_bytes + metadata.len() as u64).saturating_sub(state.metadata.len() as u64);
+                    state.metadata = metadata;
+                }
+                None => self.ignored += 1,
+            },
         }
     }
 
@@ -233,8 +243,15 @@ impl Replica {
     /// The entries of a snapshot of this state, in the order to write them.
     pub(crate) fn snapshot(&self) -> impl Iterator<Item = Entry> + '_ {
         let header = Entry::Snapshot { next_queue: self.next_queue, ids_below: self.ids_below };
-        let queues = self.queues.iter().map(|(queue, q)| {
-            Entry::Op(Record::QueueCreated { queue: *queue, name: q.name.clone(), config: Box::new(q.config.clone()) })
+        let queues = self.queues.iter().flat_map(|(queue, q)| {
+            let created = Entry::Op(Record::QueueCreated {
+                queue: *queue,
+                name: q.name.clone(),
+                config: Box::new(q.config.clone()),
+            });
+            let metadata = (!q.metadata.is_empty())
+                .then(|| Entry::Op(Record::MetadataSet { queue: *queue, metadata: q.metadata.clone() }));
+            std::iter::once(created).chain(metadata)
         });
         let messages = self.messages_in_order().into_iter().map(|(id, m)| {
             Entry::Restored(Box::new(RestoredMessage {
