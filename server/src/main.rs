@@ -186,11 +186,8 @@ fn run(args: Args) -> Result<(), String> {
         }
     };
     let registry = Registry::open(engine, args.data_dir.clone()).map_err(|e| e.to_string())?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    runtime.block_on(async {
+    let writes_wait = args.data_dir.is_some() && !matches!(args.sync, Some(SyncPolicy::Never));
+    http_runtime(writes_wait)?.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.bind)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", args.bind))?;
@@ -215,13 +212,27 @@ fn run(args: Args) -> Result<(), String> {
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
 }
 
-/// HTTP workers of a cluster node: each SQS write holds one until Raft has
-/// committed it (a few ms: fsyncs on a quorum), so this many writes can be
-/// in flight at once (and share the Raft entries the replicator groups).
-const CLUSTER_HTTP_WORKERS: usize = 32;
+/// HTTP workers of a server whose writes wait for the disk (a data dir) or
+/// a quorum (cluster mode): each SQS write holds one until its record is
+/// synced or committed (milliseconds), so this many writes can be in flight
+/// at once and share one sync or one Raft entry (group commit). An
+/// in-memory server keeps one worker per core.
+const SYNCING_HTTP_WORKERS: usize = 32;
+
+/// The HTTP runtime: `SYNCING_HTTP_WORKERS` threads when writes wait.
+fn http_runtime(writes_wait: bool) -> Result<tokio::runtime::Runtime, String> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if writes_wait {
+        builder.worker_threads(SYNCING_HTTP_WORKERS);
+    }
+    builder.enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))
+}
 
 /// `leaseq-server cluster ...`: one request to a node, its answer printed.
 fn cluster_command(action: &ClusterAction) -> Result<(), String> {
@@ -267,12 +278,7 @@ fn run_cluster(args: Args) -> Result<(), String> {
     let election_min = Duration::from_millis(args.election_timeout_ms);
     let timing = RaftTiming { heartbeat: election_min / 4, election_min, election_max: election_min * 2 };
     let config = ClusterConfig { node_id, peers, data_dir: data_dir.clone(), bootstrap: args.bootstrap, timing };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(CLUSTER_HTTP_WORKERS)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    runtime.block_on(async {
+    http_runtime(true)?.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.bind)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", args.bind))?;

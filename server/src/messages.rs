@@ -116,12 +116,31 @@ pub(crate) fn send_batch(call: &Call<'_>, input: SendBatchInput) -> Result<Value
             format!("Batch requests cannot be longer than {MAX_MESSAGE_SIZE} bytes; this one is {total}."),
         ));
     }
-    let mut result = BatchResult::default();
+    // Entries without a delay go to the engine as one batch: one log group,
+    // so one sync (or one replicated entry) for all of them.
+    let mut answers: Vec<Option<Result<Value, SqsError>>> = Vec::with_capacity(input.entries.len());
+    let mut undelayed: Vec<(usize, Envelope)> = Vec::new();
     for item in &input.entries {
+        match message_of(&entry, item) {
+            Ok((envelope, delay)) if delay.is_zero() => {
+                undelayed.push((answers.len(), envelope));
+                answers.push(None);
+            }
+            Ok((envelope, delay)) => answers.push(Some(send_one(&entry, &envelope, delay))),
+            Err(e) => answers.push(Some(Err(e))),
+        }
+    }
+    let sent = entry.queue.send_batch(undelayed.iter().map(|(_, envelope)| envelope.encode()));
+    for ((at, envelope), outcome) in undelayed.iter().zip(sent) {
+        answers[*at] = Some(outcome.map_err(SqsError::from).map(|id| sent_fields(id, envelope)));
+    }
+    let mut result = BatchResult::default();
+    for (item, answer) in input.entries.iter().zip(answers) {
         let id = item.id.as_deref().unwrap_or_default();
-        match message_of(&entry, item).and_then(|(envelope, delay)| send_one(&entry, &envelope, delay)) {
-            Ok(fields) => result.ok(id, fields),
-            Err(e) => result.failed(id, &e),
+        match answer {
+            Some(Ok(fields)) => result.ok(id, fields),
+            Some(Err(e)) => result.failed(id, &e),
+            None => result.failed(id, &SqsError::new(ErrorCode::InternalFailure, "The entry was not sent.")),
         }
     }
     Ok(result.into_json())
@@ -129,11 +148,16 @@ pub(crate) fn send_batch(call: &Call<'_>, input: SendBatchInput) -> Result<Value
 
 fn send_one(entry: &QueueEntry, envelope: &Envelope, delay: Duration) -> Result<Value, SqsError> {
     let id = entry.queue.send_with(envelope.encode(), SendOptions { delay })?;
+    Ok(sent_fields(id, envelope))
+}
+
+/// SendMessage's result fields for message `id`.
+fn sent_fields(id: leaseq::MessageId, envelope: &Envelope) -> Value {
     let mut out = json!({ "MessageId": id.to_string(), "MD5OfMessageBody": body_md5(&envelope.body) });
     if let Some(md5) = attributes_md5(&envelope.attributes) {
         out["MD5OfMessageAttributes"] = json!(md5);
     }
-    Ok(out)
+    out
 }
 
 /// Body plus attribute names, types and values: what SQS counts.
@@ -404,10 +428,19 @@ fn delete_one(entry: &QueueEntry, input: &ReceiptInput) -> Result<(), SqsError> 
 pub(crate) fn delete_batch(call: &Call<'_>, input: ReceiptBatchInput) -> Result<Value, SqsError> {
     let entry = queue_of(call, input.queue_url.as_deref())?;
     check_ids(input.entries.iter().map(|e| e.id.as_deref()))?;
+    // Valid handles go to the engine as one batch (one log group).
+    let parsed: Vec<Result<leaseq::Receipt, SqsError>> =
+        input.entries.iter().map(|item| receipt_of(item.receipt_handle.as_deref())).collect();
+    let receipts: Vec<leaseq::Receipt> = parsed.iter().filter_map(|r| r.as_ref().ok().copied()).collect();
+    let mut acked = entry.queue.ack_batch(&receipts).into_iter();
     let mut result = BatchResult::default();
-    for item in &input.entries {
+    for (item, receipt) in input.entries.iter().zip(parsed) {
         let id = item.id.as_deref().unwrap_or_default();
-        match delete_one(&entry, item) {
+        let outcome = receipt.and_then(|_| match acked.next() {
+            Some(outcome) => outcome.map_err(SqsError::from),
+            None => Err(SqsError::new(ErrorCode::InternalFailure, "The entry was not deleted.")),
+        });
+        match outcome {
             Ok(()) => result.ok(id, json!({})),
             Err(e) => result.failed(id, &e),
         }

@@ -283,12 +283,17 @@ async fn batches_report_each_entry() {
         .entries(
             SendMessageBatchRequestEntry::builder().id("c").message_body("three").delay_seconds(901).build().unwrap(),
         )
+        // Sent on its own (delayed), between entries sent as one engine batch.
+        .entries(
+            SendMessageBatchRequestEntry::builder().id("e").message_body("later").delay_seconds(900).build().unwrap(),
+        )
         .entries(entry("d", "four"))
         .send()
         .await
         .unwrap();
     let ok: Vec<&str> = sent.successful().iter().map(|s| s.id()).collect();
-    assert_eq!(ok, ["a", "d"]);
+    assert_eq!(ok, ["a", "e", "d"]);
+    assert_eq!(sent.successful()[2].md5_of_message_body(), hex_md5(b"four"));
     assert_eq!(sent.successful()[0].md5_of_message_body(), hex_md5(b"one"));
     let failed: Vec<(&str, &str, bool)> = sent.failed().iter().map(|f| (f.id(), f.code(), f.sender_fault())).collect();
     assert_eq!(failed, [("b", "InvalidMessageContents", true), ("c", "InvalidParameterValue", true)]);
@@ -342,8 +347,8 @@ async fn batches_report_each_entry() {
         .delete_message_batch()
         .queue_url(&url)
         .entries(delete("1", &handles[0]))
-        .entries(delete("2", &handles[1]))
         .entries(delete("3", "lq1.0.0.0.0.0.0"))
+        .entries(delete("2", &handles[1]))
         .send()
         .await
         .unwrap();
