@@ -31,8 +31,9 @@ source bench/lib/peers.sh
 
 # --- asking a cluster who leads --------------------------------------------
 # `leaseq-loadgen failover` runs `bash bench/cluster-peers.sh --leader-pid
-# SYSTEM STATE` to learn which process to kill; STATE is written by
-# start_system below (the nodes' ports, names and process ids).
+# SYSTEM STATE QUEUE` to learn which process to kill; STATE is written by
+# start_system below (the nodes' ports, names and process ids), QUEUE is the
+# probe's queue or stream (RabbitMQ and NATS lead each one separately).
 
 # json_get URL KEY: the top-level KEY of URL's JSON answer, empty on any failure.
 json_get() {
@@ -46,23 +47,24 @@ except Exception:
 EOF
 }
 
-# nats_stream_leader MONITOR_PORT: the server name leading the one stream.
+# nats_stream_leader MONITOR_PORT STREAM: the server name leading STREAM.
 nats_stream_leader() {
-    python3 - "http://127.0.0.1:$1/jsz?streams=true&accounts=true" << 'EOF' 2> /dev/null || true
+    python3 - "http://127.0.0.1:$1/jsz?streams=true&accounts=true" "$2" << 'EOF' 2> /dev/null || true
 import json, sys, urllib.request
 jsz = json.load(urllib.request.urlopen(sys.argv[1], timeout=2))
 for account in jsz.get("account_details") or []:
     for stream in account.get("stream_detail") or []:
         leader = (stream.get("cluster") or {}).get("leader")
-        if leader:
+        if stream.get("name") == sys.argv[2] and leader:
             print(leader)
             sys.exit(0)
 EOF
 }
 
-# leader_pid SYSTEM: prints the leader's process id from the sourced state.
+# leader_pid SYSTEM QUEUE: prints the process id of QUEUE's leader from the
+# sourced state.
 leader_pid() {
-    local i leader=""
+    local i leader="" queue=$2
     case "$1" in
         leaseq-3)
             for i in 0 1 2; do
@@ -70,10 +72,11 @@ leader_pid() {
                 [[ $leader =~ ^[123]$ ]] && { echo "${pids[$((leader - 1))]}"; return 0; }
             done ;;
         rabbitmq-quorum)
-            # name, leader and members of the one queue; the members go to the log.
+            # name, type, leader and members of the queue; the members go to the log.
             for i in 0 1 2; do
                 leader=$(peers_rabbitmqctl "${nodes[$i]}" list_queues name type leader members \
-                    --quiet --no-table-headers 2> /dev/null | tee -a "$members_log" | awk 'NR == 1 { print $3 }') || true
+                    --quiet --no-table-headers 2> /dev/null | awk -v q="$queue" '$1 == q' | tee -a "$members_log" |
+                    awk 'NR == 1 { print $3 }') || true
                 [[ -n $leader ]] && break
             done
             for i in 0 1 2; do
@@ -81,7 +84,7 @@ leader_pid() {
             done ;;
         nats-r3)
             for i in 0 1 2; do
-                leader=$(nats_stream_leader "${monitor_ports[$i]}")
+                leader=$(nats_stream_leader "${monitor_ports[$i]}" "$queue")
                 [[ -n $leader ]] && break
             done
             for i in 0 1 2; do
@@ -95,7 +98,7 @@ leader_pid() {
 if [[ ${1:-} == --leader-pid ]]; then
     # shellcheck disable=SC1090
     source "$3"
-    leader_pid "$2"
+    leader_pid "$2" "$4"
     exit
 fi
 
@@ -127,6 +130,7 @@ runs=$out/runs.jsonl failovers=$out/failover.jsonl members_log=$out/rabbitmq-quo
 : > "$runs"
 : > "$failovers"
 : > "$members_log"
+: > "$out/fdatasync.tsv"
 # On the disk, not tmpfs: the data dirs' fdatasync is what is measured.
 work=$(mktemp -d /var/tmp/leaseq-cluster-peers.XXXXXX)
 chmod 711 "$work" # RabbitMQ runs as its own user and keeps its nodes' dirs in here
@@ -155,9 +159,9 @@ fi
 
 # --- the disk and the versions ----------------------------------------------
 fsync_samples=$([[ $smoke -eq 1 ]] && echo 50 || echo 500)
-# measure_fdatasync: one 4 KiB append and its fdatasync, repeated, in the work dir.
+# measure_fdatasync [N]: one 4 KiB append and its fdatasync, N times, in the work dir.
 measure_fdatasync() {
-    python3 - "$work/fsync-probe" "$fsync_samples" << 'EOF'
+    python3 - "$work/fsync-probe" "${1:-$fsync_samples}" << 'EOF'
 import os, statistics, sys, time
 path, n = sys.argv[1], int(sys.argv[2])
 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -265,11 +269,14 @@ EOF
 
 # start_system NAME: starts it, waits until it serves, writes its state file.
 start_system() {
-    local name=$1 i n log
+    local name=$1 i n
     sys_name=$name
+    # Every start is a new cluster: nothing left from the last one (a probe
+    # leaves its queue behind) may be led, recovered or looked up.
+    rm -rf "${work:?}/$name"
     case "$name" in
         leaseq-1)
-            setsid "$server" --bind 127.0.0.1:29400 --data-dir "$work/leaseq-1" --sync always > "$out/leaseq-1.log" 2>&1 &
+            setsid "$server" --bind 127.0.0.1:29400 --data-dir "$work/leaseq-1/data" --sync always > "$out/leaseq-1.log" 2>&1 &
             sys_groups=($!)
             peers_wait_port 29400 60 "${sys_groups[0]}" || return 1 ;;
         leaseq-3)
@@ -288,7 +295,7 @@ start_system() {
         rabbitmq-quorum)
             for i in 0 1 2; do
                 sys_nodes+=("leaseqr$((i + 1))@localhost")
-                peers_rabbitmq_start "${sys_nodes[$i]}" "$work/rabbitmq/n$((i + 1))" "${rabbit_amqp[$i]}" \
+                peers_rabbitmq_start "${sys_nodes[$i]}" "$work/rabbitmq-quorum/n$((i + 1))" "${rabbit_amqp[$i]}" \
                     "${rabbit_dist[$i]}" "$out/rabbitmq-quorum.n$((i + 1)).log"
                 sys_groups+=("$peers_rabbitmq_pid")
             done
@@ -313,7 +320,7 @@ start_system() {
                     echo "listen: 127.0.0.1:${nats_client[$i]}"
                     echo "http: 127.0.0.1:${nats_monitor[$i]}"
                     echo "jetstream {"
-                    echo "  store_dir: \"$work/nats/n$n\""
+                    echo "  store_dir: \"$work/nats-r3/n$n\""
                     [[ $nats_sync == always ]] && echo "  sync_interval: always"
                     echo "}"
                     echo "cluster {"
@@ -321,8 +328,8 @@ start_system() {
                     echo "  listen: 127.0.0.1:${nats_route[$i]}"
                     echo "  routes: [ ${routes%, } ]"
                     echo "}"
-                } > "$work/nats-n$n.conf"
-                setsid nats-server -c "$work/nats-n$n.conf" > "$out/nats-r3.n$n.log" 2>&1 &
+                } > "$work/nats-r3.n$n.conf"
+                setsid nats-server -c "$work/nats-r3.n$n.conf" > "$out/nats-r3.n$n.log" 2>&1 &
                 sys_groups+=($!)
             done
             for i in 0 1 2; do peers_wait_port "${nats_client[$i]}" 60 "${sys_groups[$i]}" || return 1; done
@@ -370,7 +377,7 @@ probe() {
     # shellcheck disable=SC2046
     if timeout 120 "$loadgen" failover $(protocol_args "$name") --label "$name" --address "$(addresses "$name" all)" \
         --queue "failover$round" --round "$round" --connections 6 --interval-ms 20 --before 2 --give-up 60 \
-        --leader-pid-command "bash bench/cluster-peers.sh --leader-pid $name $work/state" --json "$failovers"; then
+        --leader-pid-command "bash bench/cluster-peers.sh --leader-pid $name $work/state failover$round" --json "$failovers"; then
         kills_done[$name]=$((${kills_done[$name]:-0} + 1))
     else
         echo "failover probe failed: $name"; failures=$((failures + 1))
@@ -383,6 +390,10 @@ for round in $(seq 1 "$rounds"); do
         name=${systems[$(((i + round - 1) % n))]}
         [[ -n ${skip_reason[$name]:-} ]] && continue
         echo "=== round $round/$rounds: $name ($(date +%T))"
+        # The machine is shared: how fast the disk syncs now and how busy the
+        # cores are, beside this system's figures.
+        printf '%s\t%s\t%s\t%s\n' "$round" "$name" "$(measure_fdatasync 50)" "$(cut -d' ' -f1 /proc/loadavg)" \
+            >> "$out/fdatasync.tsv"
         if ! start_system "$name"; then
             echo "could not start $name (see $out/$name*.log); skipping it this round"
             stop_system; failures=$((failures + 1)); continue
@@ -431,6 +442,12 @@ if [[ -s $runs ]]; then
         done
         echo
         cat "$out/loadgen-report.md"
+        echo
+        echo "fdatasync and the 1-minute load average just before each system's runs (the machine is shared, so both move):"
+        echo
+        echo "| round | system | fdatasync | load |"
+        echo "| ---: | --- | --- | ---: |"
+        awk -F '\t' '{ printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4 }' "$out/fdatasync.tsv"
     } > "$out/report.md"
     cat "$out/report.md"
     echo "results: $runs, $failovers, $out/report.md, $out/cluster-peers.svg"
