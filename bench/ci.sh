@@ -37,3 +37,11 @@ bash bench/server-peers.sh --smoke --out target/server-peers-smoke
 grep -q "^| leaseq-server | batch 10 " target/server-peers-smoke/report.md
 grep -q "single-message cycles/s" target/server-peers-smoke/report.md
 test -f target/server-peers-smoke/peers.svg
+# The replicated peers, 1 s per run and one leader kill each: one durable
+# leaseq-server always, its 3-node cluster once leaseq-server has --cluster,
+# RabbitMQ quorum queues and NATS R3 where installed (skipped with the reason
+# printed otherwise); leaseq's own runs must succeed.
+bash bench/cluster-peers.sh --smoke --out target/cluster-peers-smoke
+grep -q "^| leaseq-1 | batch 10 " target/cluster-peers-smoke/report.md
+grep -q "^- leaseq-3 / leaseq-1, single" target/cluster-peers-smoke/report.md
+test -f target/cluster-peers-smoke/cluster-peers.svg

@@ -19,6 +19,8 @@
 # JetStream memory storage; moto keeps everything in memory anyway.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib/peers.sh
+source bench/lib/peers.sh
 
 smoke=0 rounds=3 duration=5 warmup=1 connections=32 install=1 out="" only=""
 while [[ $# -gt 0 ]]; do
@@ -49,18 +51,8 @@ open_rate=$([[ $smoke -eq 1 ]] && echo 2000 || echo 15000)
 # --- what is installed ---------------------------------------------------
 declare -A skip_reason=()
 apt_packages=(redis-server beanstalkd rabbitmq-server nats-server)
-missing=()
-for bin in redis-server beanstalkd rabbitmq-server nats-server; do
-    command -v "$bin" > /dev/null || missing+=("$bin")
-done
-if [[ ${#missing[@]} -gt 0 && $install -eq 1 ]]; then
-    if [[ $(id -u) -eq 0 ]] && command -v apt-get > /dev/null; then
-        echo "installing ${missing[*]} (apt)"
-        timeout 600 env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" > "$out/apt.log" 2>&1 ||
-            { timeout 300 apt-get update -q > /dev/null 2>&1 &&
-                timeout 600 env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >> "$out/apt.log" 2>&1; } ||
-            echo "apt could not install all of ${missing[*]} (see $out/apt.log)"
-    fi
+if [[ $install -eq 1 ]]; then
+    peers_install_apt "$out/apt.log" "${apt_packages[@]}"
 fi
 for bin in "${apt_packages[@]}"; do
     command -v "$bin" > /dev/null || skip_reason[$bin]="$bin is not installed"
@@ -79,54 +71,36 @@ fi
 
 echo "building leaseq-server and leaseq-loadgen (release)"
 cargo build --release -q -p leaseq-server -p leaseq-loadgen
-loadgen=target/release/leaseq-loadgen
+bin_dir=$(peers_release_dir)
+loadgen=$bin_dir/leaseq-loadgen
 
 # --- starting and stopping servers -------------------------------------
 server_pid="" server_name=""
-rabbitmq_env=(RABBITMQ_NODENAME=leaseqpeers@localhost ERL_EPMD_ADDRESS=127.0.0.1)
 stop_server() {
     if [[ -n $server_pid ]]; then
-        # RabbitMQ's Erlang VM leaves the server's process group: ask it to stop.
         if [[ $server_name == rabbitmq ]]; then
-            env "${rabbitmq_env[@]}" timeout 30 rabbitmqctl -n leaseqpeers@localhost stop > /dev/null 2>&1 || true
+            peers_rabbitmq_stop leaseqpeers@localhost "$server_pid"
+        else
+            peers_stop_group "$server_pid"
         fi
-        # Each server runs in its own session (setsid): its whole group goes.
-        kill -TERM -- "-$server_pid" 2> /dev/null || true
-        for _ in $(seq 1 50); do kill -0 "$server_pid" 2> /dev/null || break; sleep 0.1; done
-        kill -KILL -- "-$server_pid" 2> /dev/null || true
-        wait "$server_pid" 2> /dev/null || true
         server_pid=""
     fi
 }
-epmd_before=$(pgrep -x epmd || true)
+peers_epmd_note
 cleanup() {
     stop_server
-    # RabbitMQ's epmd daemonizes out of the server's group: stop it only if
-    # this script started it.
-    if [[ -z $epmd_before ]] && command -v epmd > /dev/null; then
-        ERL_EPMD_ADDRESS=127.0.0.1 timeout 10 epmd -kill > /dev/null 2>&1 || true
-    fi
+    peers_epmd_cleanup
     rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-wait_port() { # port seconds
-    local deadline=$((SECONDS + $2))
-    while ((SECONDS < deadline)); do
-        (echo > "/dev/tcp/127.0.0.1/$1") 2> /dev/null && return 0
-        kill -0 "$server_pid" 2> /dev/null || return 1
-        sleep 0.2
-    done
-    return 1
-}
 
 start_server() { # name
     local name=$1 log=$out/$1.log
     server_name=$name
     case "$name" in
         leaseq-server)
-            setsid target/release/leaseq-server --bind 127.0.0.1:29324 > "$log" 2>&1 &
+            setsid "$bin_dir/leaseq-server" --bind 127.0.0.1:29324 > "$log" 2>&1 &
             server_pid=$!; port=29324 ;;
         beanstalkd)
             setsid beanstalkd -l 127.0.0.1 -p 21300 > "$log" 2>&1 &
@@ -136,20 +110,9 @@ start_server() { # name
                 --dir "$work" > "$log" 2>&1 &
             server_pid=$!; port=26379 ;;
         rabbitmq)
-            rm -rf "$work/rabbitmq"; mkdir -p "$work/rabbitmq"
-            chown rabbitmq:rabbitmq "$work" "$work/rabbitmq" 2> /dev/null || true
-            (cd "$work/rabbitmq" && exec env "${rabbitmq_env[@]}" RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
-                RABBITMQ_NODE_PORT=25673 RABBITMQ_DIST_PORT=25674 \
-                RABBITMQ_MNESIA_BASE="$work/rabbitmq/mnesia" RABBITMQ_LOG_BASE="$work/rabbitmq/log" \
-                RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="+sbwt none +sbwtdcpu none +sbwtdio none" \
-                setsid rabbitmq-server) > "$log" 2>&1 &
-            server_pid=$!; server_name=rabbitmq
-            # Its port opens before the broker is ready: wait for the boot to finish.
-            local deadline=$((SECONDS + 90))
-            until grep -q "Starting broker.*completed" "$log"; do
-                ((SECONDS < deadline)) && kill -0 "$server_pid" 2> /dev/null || return 1
-                sleep 0.3
-            done
+            peers_rabbitmq_start leaseqpeers@localhost "$work/rabbitmq" 25673 25674 "$log"
+            server_pid=$peers_rabbitmq_pid
+            peers_rabbitmq_wait_boot "$log" "$server_pid" 90 || return 1
             port=25673 ;;
         nats)
             setsid nats-server -a 127.0.0.1 -p 24222 -js -sd "$work/nats" > "$log" 2>&1 &
@@ -158,7 +121,7 @@ start_server() { # name
             (cd "$work" && exec setsid "$OLDPWD/$venv/bin/moto_server" -H 127.0.0.1 -p 25000) > "$log" 2>&1 &
             server_pid=$!; port=25000 ;;
     esac
-    wait_port "$port" 60
+    peers_wait_port "$port" 60 "$server_pid"
 }
 
 loadgen_args() { # name -> protocol and address

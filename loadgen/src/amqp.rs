@@ -8,10 +8,17 @@
 //! pushed, so "receive" waits for the next delivery (at most a second) and
 //! takes whatever else is already buffered, up to the batch. Acks have no
 //! reply in AMQP: "delete" is the time to hand the frame to the connection.
-//! The queue is a classic, non-durable queue with transient messages, the
-//! in-memory setting closest to leaseq-server's default. RabbitMQ has no
-//! per-message lease: an unacked delivery returns when its channel closes (or
-//! after the 30-minute consumer timeout).
+//! By default the queue is a classic, non-durable queue with transient
+//! messages, the in-memory setting closest to leaseq-server's default. With
+//! `quorum` it is a durable quorum queue (`x-queue-type: quorum`, Raft over
+//! the cluster's nodes) with persistent messages (delivery mode 2): a publish
+//! is confirmed only once a majority of its members wrote it to their logs,
+//! so a confirmed send is what a replicated SQS send is, committed on a
+//! quorum. RabbitMQ has no per-message lease: an unacked delivery returns
+//! when its channel closes (or after the 30-minute consumer timeout).
+//!
+//! Connection i opens on node i mod n of the URIs given; the queue is
+//! declared through the first, where a quorum queue's leader is placed.
 
 use std::time::Duration;
 
@@ -21,7 +28,7 @@ use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions,
     QueueDeclareOptions, QueueDeleteOptions,
 };
-use lapin::types::FieldTable;
+use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Consumer};
 
 use crate::error::LoadError;
@@ -30,11 +37,37 @@ use crate::session::{Session, Target};
 /// Unacked deliveries a consumer may hold.
 const PREFETCH: u16 = 100;
 
-/// A queue on a RabbitMQ server.
+/// Delivery mode of a message written to disk (AMQP 0-9-1 basic properties).
+const PERSISTENT: u8 = 2;
+
+/// A queue on a RabbitMQ server or cluster.
 #[derive(Debug)]
 pub(crate) struct AmqpTarget {
-    pub(crate) uri: String,
+    /// One URI per node; never empty.
+    pub(crate) uris: Vec<String>,
     pub(crate) queue: String,
+    /// A durable quorum queue with persistent messages, else a classic
+    /// transient one.
+    pub(crate) quorum: bool,
+}
+
+impl AmqpTarget {
+    fn uri(&self, index: usize) -> &str {
+        &self.uris[index % self.uris.len()]
+    }
+
+    /// The declaration: options and arguments.
+    fn declaration(&self) -> (QueueDeclareOptions, FieldTable) {
+        let mut arguments = FieldTable::default();
+        if self.quorum {
+            arguments.insert("x-queue-type".into(), AMQPValue::LongString("quorum".into()));
+        }
+        (QueueDeclareOptions { durable: self.quorum, ..QueueDeclareOptions::default() }, arguments)
+    }
+
+    fn properties(&self) -> BasicProperties {
+        if self.quorum { BasicProperties::default().with_delivery_mode(PERSISTENT) } else { BasicProperties::default() }
+    }
 }
 
 /// One connection and its channel.
@@ -44,6 +77,7 @@ pub(crate) struct AmqpSession {
     channel: Channel,
     consumer: Consumer,
     queue: String,
+    properties: BasicProperties,
 }
 
 impl std::fmt::Debug for AmqpSession {
@@ -64,16 +98,16 @@ impl Target for AmqpTarget {
     type Session = AmqpSession;
 
     async fn prepare(&self) -> Result<(), LoadError> {
-        let (connection, channel) = open_channel(&self.uri).await?;
+        let (connection, channel) = open_channel(self.uri(0)).await?;
         channel.queue_delete(self.queue.as_str().into(), QueueDeleteOptions::default()).await?;
-        let options = QueueDeclareOptions { durable: false, ..QueueDeclareOptions::default() };
-        channel.queue_declare(self.queue.as_str().into(), options, FieldTable::default()).await?;
+        let (options, arguments) = self.declaration();
+        channel.queue_declare(self.queue.as_str().into(), options, arguments).await?;
         connection.close(200, "prepared".into()).await?;
         Ok(())
     }
 
     async fn connect(&self, index: usize) -> Result<AmqpSession, LoadError> {
-        let (connection, channel) = open_channel(&self.uri).await?;
+        let (connection, channel) = open_channel(self.uri(index)).await?;
         channel.confirm_select(ConfirmSelectOptions::default()).await?;
         channel.basic_qos(PREFETCH, BasicQosOptions::default()).await?;
         let consumer = channel
@@ -84,11 +118,17 @@ impl Target for AmqpTarget {
                 FieldTable::default(),
             )
             .await?;
-        Ok(AmqpSession { _connection: connection, channel, consumer, queue: self.queue.clone() })
+        Ok(AmqpSession {
+            _connection: connection,
+            channel,
+            consumer,
+            queue: self.queue.clone(),
+            properties: self.properties(),
+        })
     }
 
     async fn finish(&self) -> Result<(), LoadError> {
-        let (connection, channel) = open_channel(&self.uri).await?;
+        let (connection, channel) = open_channel(self.uri(0)).await?;
         channel.queue_delete(self.queue.as_str().into(), QueueDeleteOptions::default()).await?;
         connection.close(200, "finished".into()).await?;
         Ok(())
@@ -108,7 +148,7 @@ impl Session for AmqpSession {
                     self.queue.as_str().into(),
                     BasicPublishOptions::default(),
                     body,
-                    BasicProperties::default(),
+                    self.properties.clone(),
                 )
                 .await?;
             confirms.push(confirm);
@@ -143,5 +183,39 @@ impl Session for AmqpSession {
         let multiple = tags.len() > 1;
         self.channel.basic_ack(last, BasicAckOptions { multiple }).await?;
         Ok(tags.len() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(quorum: bool) -> AmqpTarget {
+        AmqpTarget { uris: vec!["amqp://a".into(), "amqp://b".into()], queue: "q".into(), quorum }
+    }
+
+    #[test]
+    fn a_quorum_queue_is_durable_typed_and_its_messages_persistent() {
+        let (options, arguments) = target(true).declaration();
+        assert!(options.durable);
+        assert_eq!(
+            arguments.inner().get("x-queue-type").map(|v| format!("{v:?}")),
+            Some(format!("{:?}", AMQPValue::LongString("quorum".into())))
+        );
+        assert_eq!(*target(true).properties().delivery_mode(), Some(PERSISTENT));
+    }
+
+    #[test]
+    fn a_classic_queue_stays_transient() {
+        let (options, arguments) = target(false).declaration();
+        assert!(!options.durable);
+        assert!(arguments.inner().is_empty());
+        assert_eq!(*target(false).properties().delivery_mode(), None);
+    }
+
+    #[test]
+    fn connections_spread_over_the_nodes() {
+        let t = target(false);
+        assert_eq!([t.uri(0), t.uri(1), t.uri(2)], ["amqp://a", "amqp://b", "amqp://a"]);
     }
 }

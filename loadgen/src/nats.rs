@@ -6,6 +6,13 @@
 //! batch that answer at once when nothing is pending. Acks are sent without
 //! waiting for the server (async-nats' `ack`, like AMQP's), ten per batch: a
 //! shared consumer cannot use AckAll.
+//!
+//! With replicas (an R3 stream on a 3-node cluster) the stream is a Raft
+//! group: its leader sends the publish ack only once a majority of the
+//! replicas stored the message, so a send counts, as a replicated SQS send
+//! does, once a quorum has it. How far "stored" is from the disk is the file
+//! store's sync setting, which the server decides, not the client (see
+//! docs/cluster-peers). Connection i opens on node i mod n of the URLs given.
 
 use std::time::Duration;
 
@@ -23,11 +30,14 @@ const CONSUMER: &str = "workers";
 /// A work-queue stream on a NATS server with JetStream.
 #[derive(Debug)]
 pub(crate) struct NatsTarget {
-    pub(crate) url: String,
+    /// One URL per node; never empty.
+    pub(crate) urls: Vec<String>,
     pub(crate) stream: String,
     pub(crate) lease_seconds: u32,
     /// `memory` or `file`.
     pub(crate) storage: StorageType,
+    /// Copies of the stream on the cluster's nodes (1 on a single server).
+    pub(crate) replicas: usize,
 }
 
 /// One client connection.
@@ -48,11 +58,23 @@ fn nats_error(what: &str) -> impl Fn(&dyn std::fmt::Display) -> LoadError + '_ {
 }
 
 impl NatsTarget {
-    async fn context(&self) -> Result<Context, LoadError> {
-        let client = async_nats::connect(&self.url)
+    async fn context(&self, index: usize) -> Result<Context, LoadError> {
+        let url = &self.urls[index % self.urls.len()];
+        let client = async_nats::connect(url)
             .await
-            .map_err(|e| LoadError::new(format!("cannot connect to NATS at {}: {e}", self.url)))?;
+            .map_err(|e| LoadError::new(format!("cannot connect to NATS at {url}: {e}")))?;
         Ok(jetstream::new(client))
+    }
+
+    fn stream_config(&self) -> StreamConfig {
+        StreamConfig {
+            name: self.stream.clone(),
+            subjects: vec![format!("{}.jobs", self.stream)],
+            retention: RetentionPolicy::WorkQueue,
+            storage: self.storage,
+            num_replicas: self.replicas,
+            ..Default::default()
+        }
     }
 }
 
@@ -60,18 +82,9 @@ impl Target for NatsTarget {
     type Session = NatsSession;
 
     async fn prepare(&self) -> Result<(), LoadError> {
-        let context = self.context().await?;
+        let context = self.context(0).await?;
         let _ = context.delete_stream(&self.stream).await;
-        let stream = context
-            .create_stream(StreamConfig {
-                name: self.stream.clone(),
-                subjects: vec![format!("{}.jobs", self.stream)],
-                retention: RetentionPolicy::WorkQueue,
-                storage: self.storage,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| nats_error("create stream")(&e))?;
+        let stream = context.create_stream(self.stream_config()).await.map_err(|e| nats_error("create stream")(&e))?;
         stream
             .create_consumer(pull::Config {
                 durable_name: Some(CONSUMER.to_string()),
@@ -85,15 +98,15 @@ impl Target for NatsTarget {
         Ok(())
     }
 
-    async fn connect(&self, _index: usize) -> Result<NatsSession, LoadError> {
-        let context = self.context().await?;
+    async fn connect(&self, index: usize) -> Result<NatsSession, LoadError> {
+        let context = self.context(index).await?;
         let stream = context.get_stream(&self.stream).await.map_err(|e| nats_error("get stream")(&e))?;
         let consumer: PullConsumer = stream.get_consumer(CONSUMER).await.map_err(|e| nats_error("get consumer")(&e))?;
         Ok(NatsSession { context, consumer, subject: format!("{}.jobs", self.stream) })
     }
 
     async fn finish(&self) -> Result<(), LoadError> {
-        let context = self.context().await?;
+        let context = self.context(0).await?;
         context.delete_stream(&self.stream).await.map_err(|e| nats_error("delete stream")(&e))?;
         Ok(())
     }
@@ -133,5 +146,25 @@ impl Session for NatsSession {
             message.ack().await.map_err(|e| nats_error("ack")(&*e))?;
         }
         Ok(messages.len() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replicated_stream_asks_for_its_replicas_and_storage() {
+        let target = NatsTarget {
+            urls: vec!["nats://127.0.0.1:1".into()],
+            stream: "s".into(),
+            lease_seconds: 30,
+            storage: StorageType::File,
+            replicas: 3,
+        };
+        let config = target.stream_config();
+        assert_eq!((config.num_replicas, config.storage), (3, StorageType::File));
+        assert_eq!(config.retention, RetentionPolicy::WorkQueue);
+        assert_eq!(config.subjects, vec!["s.jobs".to_string()]);
     }
 }

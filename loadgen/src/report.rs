@@ -1,7 +1,8 @@
 //! Runs as JSON lines, and the report made of them: throughput and latency
 //! tables with ranges over the alternating rounds, ratios of leaseq-server to
 //! the fastest peer paired within each round (same machine, same minute),
-//! the issue's targets as met or missed, and a chart.
+//! the issue's targets as met or missed, named ratios between two systems
+//! paired the same way (`--ratio a/b`), failover times, and a chart.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -11,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::chart;
 use crate::error::LoadError;
+use crate::failover::FailoverResult;
 use crate::recorder::{Percentiles, Recorder};
 use crate::workload::Workload;
 
@@ -122,9 +124,46 @@ pub(crate) struct ReportArgs {
     /// The p99 target in microseconds, at the open-loop rate.
     #[arg(long, default_value_t = 1000.0)]
     p99_target_us: f64,
+    /// Leave out the issue-19 targets and the ratio to the fastest peer
+    /// (they are about the in-memory server).
+    #[arg(long)]
+    no_targets: bool,
+    /// `a/b` or `a/b>=x`: a's msg/s over b's, paired by round, per mode;
+    /// with a target, met or missed. Repeatable.
+    #[arg(long)]
+    ratio: Vec<String>,
+    /// JSON-lines files written by `failover --json`.
+    #[arg(long)]
+    failover: Vec<PathBuf>,
 }
 
-fn load(paths: &[PathBuf]) -> Result<Vec<RunResult>, LoadError> {
+/// A `--ratio` flag: numerator, denominator and an optional least value.
+#[derive(Debug, Clone, PartialEq)]
+struct RatioSpec {
+    numerator: String,
+    denominator: String,
+    at_least: Option<f64>,
+}
+
+impl std::str::FromStr for RatioSpec {
+    type Err = LoadError;
+
+    fn from_str(text: &str) -> Result<Self, LoadError> {
+        let bad = || LoadError::new(format!("--ratio '{text}' is not a/b or a/b>=x (labels, x a number)"));
+        let (pair, at_least) = match text.split_once(">=") {
+            Some((pair, x)) => (pair, Some(x.trim().parse::<f64>().map_err(|_| bad())?)),
+            None => (text, None),
+        };
+        let (numerator, denominator) = pair.split_once('/').ok_or_else(bad)?;
+        let (numerator, denominator) = (numerator.trim(), denominator.trim());
+        if numerator.is_empty() || denominator.is_empty() {
+            return Err(bad());
+        }
+        Ok(RatioSpec { numerator: numerator.to_string(), denominator: denominator.to_string(), at_least })
+    }
+}
+
+fn load<T: serde::de::DeserializeOwned>(paths: &[PathBuf]) -> Result<Vec<T>, LoadError> {
     let mut runs = Vec::new();
     for path in paths {
         let text = std::fs::read_to_string(path)
@@ -216,11 +255,95 @@ fn ratios(runs: &[RunResult], subject: &str, mode: Mode) -> (Vec<f64>, Option<St
     (values, fastest.into_iter().max_by_key(|(_, n)| *n).map(|(name, _)| name))
 }
 
+/// Per round in which both ran, `numerator`'s msg/s over `denominator`'s.
+fn paired(runs: &[RunResult], numerator: &str, denominator: &str, mode: Mode) -> Vec<f64> {
+    let mut by_round: BTreeMap<u32, (Option<f64>, Option<f64>)> = BTreeMap::new();
+    for run in runs.iter().filter(|r| r.mode() == mode) {
+        let entry = by_round.entry(run.round).or_default();
+        if run.label == numerator {
+            entry.0 = Some(run.msgs_per_s);
+        } else if run.label == denominator {
+            entry.1 = Some(run.msgs_per_s);
+        }
+    }
+    by_round.values().filter_map(|&(a, b)| Some(a? / b?)).collect()
+}
+
+fn render_ratios(md: &mut String, runs: &[RunResult], specs: &[RatioSpec]) {
+    let _ = writeln!(md, "\nRatios of msg/s, paired by round (same machine, same minutes), median (min–max):\n");
+    for spec in specs {
+        for mode in [Mode { batch: 1, rate: None }, Mode { batch: 10, rate: None }] {
+            let values = paired(runs, &spec.numerator, &spec.denominator, mode);
+            let head = format!("- {} / {}, {}", spec.numerator, spec.denominator, mode.name());
+            let Some(s) = spread(&values) else {
+                let missing = [&spec.numerator, &spec.denominator]
+                    .into_iter()
+                    .filter(|label| !runs.iter().any(|r| &r.label == *label && r.mode() == mode))
+                    .map(String::as_str)
+                    .collect::<Vec<_>>();
+                let why = if missing.is_empty() {
+                    "never in the same round".to_string()
+                } else {
+                    missing.join(", ") + " not run"
+                };
+                let _ = writeln!(md, "{head}: – ({why})");
+                continue;
+            };
+            let mut line =
+                format!("{head}: {:.2}x ({:.2}–{:.2}x over {} rounds)", s.median, s.min, s.max, values.len());
+            if let Some(x) = spec.at_least {
+                let _ = write!(line, "; at least {x}x in every round: {}", verdict(s.min >= x));
+            }
+            let _ = writeln!(md, "{line}");
+        }
+    }
+}
+
+/// Nearest-rank percentile of sorted values.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn ms_cell(values: &[f64]) -> String {
+    let mut v: Vec<f64> = values.to_vec();
+    if v.is_empty() {
+        return "–".to_string();
+    }
+    v.sort_by(f64::total_cmp);
+    let ms = |x: f64| format!("{x:.0}");
+    format!("{} / {} / {} ms", ms(percentile(&v, 50.0)), ms(percentile(&v, 99.0)), ms(v[v.len() - 1]))
+}
+
+fn render_failover(md: &mut String, kills: &[FailoverResult]) {
+    let _ = writeln!(
+        md,
+        "\nFailover: the leader killed (SIGKILL) under a light load; time from the kill to the first full cycle \
+         (send confirmed, a message received) through a surviving node, and until every connection had one. \
+         p50 / p99 / max over the kills (nearest rank: with few kills p99 is the largest).\n"
+    );
+    let _ = writeln!(md, "| system | kills | first cycle | every connection | kills never recovered |");
+    let _ = writeln!(md, "| --- | ---: | ---: | ---: | ---: |");
+    let mut labels: Vec<&str> = Vec::new();
+    for kill in kills {
+        if !labels.contains(&kill.label.as_str()) {
+            labels.push(&kill.label);
+        }
+    }
+    for label in labels {
+        let mine: Vec<&FailoverResult> = kills.iter().filter(|k| k.label == label).collect();
+        let first: Vec<f64> = mine.iter().filter_map(|k| k.first_ms).collect();
+        let all: Vec<f64> = mine.iter().filter_map(|k| k.all_ms).collect();
+        let never = mine.iter().filter(|k| k.first_ms.is_none()).count();
+        let _ = writeln!(md, "| {label} | {} | {} | {} | {never} |", mine.len(), ms_cell(&first), ms_cell(&all));
+    }
+}
+
 fn verdict(met: bool) -> &'static str {
     if met { "**met**" } else { "**missed**" }
 }
 
-fn render(args: &ReportArgs, runs: &[RunResult]) -> String {
+fn render(args: &ReportArgs, runs: &[RunResult], ratios: &[RatioSpec], kills: &[FailoverResult]) -> String {
     let groups = group(runs);
     let rounds = runs.iter().map(|r| r.round).collect::<std::collections::BTreeSet<_>>().len();
     let mut md = String::new();
@@ -262,6 +385,19 @@ fn render(args: &ReportArgs, runs: &[RunResult]) -> String {
         let _ = writeln!(md, "{row}");
     }
 
+    if !args.no_targets {
+        render_targets(&mut md, args, runs);
+    }
+    if !ratios.is_empty() {
+        render_ratios(&mut md, runs, ratios);
+    }
+    if !kills.is_empty() {
+        render_failover(&mut md, kills);
+    }
+    md
+}
+
+fn render_targets(md: &mut String, args: &ReportArgs, runs: &[RunResult]) {
     let _ = writeln!(md, "\nTargets (leaseq-server = `{}`):\n", args.subject);
     let subject_spread = |mode: Mode| {
         spread(
@@ -345,7 +481,6 @@ fn render(args: &ReportArgs, runs: &[RunResult]) -> String {
             }
         }
     }
-    md
 }
 
 fn bars(runs: &[RunResult]) -> Vec<chart::BarGroup> {
@@ -378,11 +513,13 @@ fn bars(runs: &[RunResult]) -> Vec<chart::BarGroup> {
 
 /// `leaseq-loadgen report`.
 pub(crate) fn write(args: &ReportArgs) -> Result<(), LoadError> {
-    let runs = load(&args.input)?;
+    let runs: Vec<RunResult> = load(&args.input)?;
     if runs.is_empty() {
         return Err(LoadError::new("no runs in the input"));
     }
-    let md = render(args, &runs);
+    let ratios = args.ratio.iter().map(|r| r.parse()).collect::<Result<Vec<RatioSpec>, _>>()?;
+    let kills: Vec<FailoverResult> = load(&args.failover)?;
+    let md = render(args, &runs, &ratios, &kills);
     match &args.markdown {
         Some(path) => std::fs::write(path, &md)?,
         None => print!("{md}"),
@@ -446,8 +583,77 @@ mod tests {
             single_target: 30_000.0,
             batch_target: 100_000.0,
             p99_target_us: 1000.0,
+            no_targets: false,
+            ratio: vec![],
+            failover: vec![],
         };
-        let md = render(&args, &runs);
+        let md = render(&args, &runs, &[], &[]);
         assert!(md.contains("msg/s with batches of 10: **missed**"), "{md}");
+    }
+
+    #[test]
+    fn ratio_flags_parse_with_and_without_a_target() {
+        let spec: RatioSpec = "leaseq-3/leaseq-1>=0.5".parse().unwrap();
+        assert_eq!(
+            spec,
+            RatioSpec { numerator: "leaseq-3".into(), denominator: "leaseq-1".into(), at_least: Some(0.5) }
+        );
+        assert_eq!("a/b".parse::<RatioSpec>().unwrap().at_least, None);
+        for bad in ["ab", "/b", "a/", "a/b>=x"] {
+            assert!(bad.parse::<RatioSpec>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn named_ratios_pair_rounds_and_say_what_did_not_run() {
+        let runs = vec![
+            run("a", 1, 10, 300.0),
+            run("b", 1, 10, 100.0),
+            run("a", 2, 10, 100.0),
+            run("b", 2, 10, 400.0),
+            run("c", 1, 10, 50.0),
+        ];
+        assert_eq!(paired(&runs, "a", "b", Mode { batch: 10, rate: None }), vec![3.0, 0.25]);
+        let args = ReportArgs {
+            input: vec![],
+            subject: "a".into(),
+            markdown: None,
+            svg: None,
+            single_target: 1.0,
+            batch_target: 1.0,
+            p99_target_us: 1.0,
+            no_targets: true,
+            ratio: vec![],
+            failover: vec![],
+        };
+        let specs = ["a/b>=0.5".parse().unwrap(), "x/b".parse().unwrap()];
+        let md = render(&args, &runs, &specs, &[]);
+        assert!(!md.contains("Targets"), "{md}");
+        // Two rounds: the median is the upper one, as in every other cell.
+        assert!(
+            md.contains("- a / b, batch 10: 3.00x (0.25–3.00x over 2 rounds)") && md.contains("**missed**"),
+            "{md}"
+        );
+        assert!(md.contains("- x / b, batch 10: – (x not run)"), "{md}");
+        assert!(md.contains("- a / b, single: – (a, b not run)"), "{md}");
+    }
+
+    #[test]
+    fn failover_percentiles_are_nearest_rank() {
+        let kill = |first: Option<f64>| FailoverResult {
+            label: "leaseq-3".into(),
+            protocol: "sqs".into(),
+            round: 1,
+            connections: 2,
+            killed_pid: 1,
+            first_ms: first,
+            all_ms: first.map(|f| f + 10.0),
+            errors: 0,
+            cycles_before: 5,
+        };
+        let mut md = String::new();
+        render_failover(&mut md, &[kill(Some(300.0)), kill(Some(100.0)), kill(Some(200.0)), kill(None)]);
+        assert!(md.contains("| leaseq-3 | 4 | 200 / 300 / 300 ms | 210 / 310 / 310 ms | 1 |"), "{md}");
+        assert_eq!(percentile(&[1.0, 2.0, 3.0, 4.0], 50.0), 2.0);
     }
 }

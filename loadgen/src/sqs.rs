@@ -17,15 +17,22 @@ use crate::session::{Session, Target};
 /// A queue on an SQS-protocol server.
 #[derive(Debug)]
 pub(crate) struct SqsTarget {
-    pub(crate) address: SocketAddr,
+    /// A cluster's nodes (or the one server); connection i opens on node i mod n.
+    pub(crate) addresses: Vec<SocketAddr>,
     pub(crate) queue: String,
     pub(crate) lease_seconds: u32,
     queue_url: std::sync::OnceLock<String>,
 }
 
 impl SqsTarget {
-    pub(crate) fn new(address: SocketAddr, queue: String, lease_seconds: u32) -> Self {
-        SqsTarget { address, queue, lease_seconds, queue_url: std::sync::OnceLock::new() }
+    /// `addresses` must not be empty.
+    pub(crate) fn new(addresses: Vec<SocketAddr>, queue: String, lease_seconds: u32) -> Self {
+        assert!(!addresses.is_empty(), "an SQS target needs an address");
+        SqsTarget { addresses, queue, lease_seconds, queue_url: std::sync::OnceLock::new() }
+    }
+
+    fn node(&self, index: usize) -> SocketAddr {
+        self.addresses[index % self.addresses.len()]
     }
 }
 
@@ -98,7 +105,7 @@ impl Target for SqsTarget {
     type Session = SqsSession;
 
     async fn prepare(&self) -> Result<(), LoadError> {
-        let mut http = HttpConnection::open(self.address).await?;
+        let mut http = HttpConnection::open(self.node(0)).await?;
         let request = json!({
             "QueueName": self.queue,
             "Attributes": { "VisibilityTimeout": self.lease_seconds.to_string() },
@@ -108,14 +115,14 @@ impl Target for SqsTarget {
         self.queue_url.set(reply.queue_url).map_err(|_| LoadError::new("prepare ran twice"))
     }
 
-    async fn connect(&self, _index: usize) -> Result<SqsSession, LoadError> {
+    async fn connect(&self, index: usize) -> Result<SqsSession, LoadError> {
         let queue_url = self.queue_url.get().ok_or_else(|| LoadError::new("connect before prepare"))?.clone();
-        Ok(SqsSession { http: HttpConnection::open(self.address).await?, queue_url, body: Vec::new() })
+        Ok(SqsSession { http: HttpConnection::open(self.node(index)).await?, queue_url, body: Vec::new() })
     }
 
     async fn finish(&self) -> Result<(), LoadError> {
         let Some(url) = self.queue_url.get() else { return Ok(()) };
-        let mut http = HttpConnection::open(self.address).await?;
+        let mut http = HttpConnection::open(self.node(0)).await?;
         let request = serde_json::to_vec(&json!({ "QueueUrl": url }))?;
         ok("DeleteQueue", http.post_sqs("DeleteQueue", &request).await?).map(drop)
     }
