@@ -33,8 +33,8 @@ use crate::cluster::{ADMIN_PREFIX, AdminAnswer, ClusterFront, FORWARDED_BY, RAFT
 use crate::error::{ErrorCode, SqsError};
 use crate::metrics::{RequestCounts, render};
 use crate::registry::{Registry, unix_now_ms};
-use leaseq_cluster::MAX_RAFT_BODY_BYTES;
 use crate::sigv4::{Credentials, Signed, verify};
+use leaseq_cluster::MAX_RAFT_BODY_BYTES;
 
 /// Largest request body: a 256 KiB message (or batch) with room for JSON
 /// escaping and the other fields.

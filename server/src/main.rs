@@ -215,7 +215,10 @@ fn run(args: Args) -> Result<(), String> {
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
 }
 
 /// HTTP workers of a cluster node: each SQS write holds one until Raft has

@@ -31,12 +31,9 @@ async fn call(addr: SocketAddr, action: &str, body: Value) -> Value {
 }
 
 async fn visible(addr: SocketAddr, url: &str) -> u64 {
-    let attributes = call(
-        addr,
-        "GetQueueAttributes",
-        json!({"QueueUrl": url, "AttributeNames": ["ApproximateNumberOfMessages"]}),
-    )
-    .await;
+    let attributes =
+        call(addr, "GetQueueAttributes", json!({"QueueUrl": url, "AttributeNames": ["ApproximateNumberOfMessages"]}))
+            .await;
     attributes["Attributes"]["ApproximateNumberOfMessages"].as_str().unwrap().parse().unwrap()
 }
 
@@ -57,16 +54,13 @@ async fn every_node_answers_sqs_and_followers_forward_to_the_leader() {
     let url = created["QueueUrl"].as_str().unwrap().to_string();
     assert_eq!(url, queue_url(f1, "jobs"), "the URL names the node the client asked");
     for (i, id) in [1, 2, 3].into_iter().enumerate() {
-        let sent = call(cluster.addr(id), "SendMessage", json!({"QueueUrl": url, "MessageBody": format!("m{i}")})).await;
+        let sent =
+            call(cluster.addr(id), "SendMessage", json!({"QueueUrl": url, "MessageBody": format!("m{i}")})).await;
         assert!(sent["MessageId"].is_string());
     }
     assert_eq!(visible(f2, &url).await, 3);
-    let received = call(
-        f2,
-        "ReceiveMessage",
-        json!({"QueueUrl": url, "MaxNumberOfMessages": 10, "VisibilityTimeout": 60}),
-    )
-    .await;
+    let received =
+        call(f2, "ReceiveMessage", json!({"QueueUrl": url, "MaxNumberOfMessages": 10, "VisibilityTimeout": 60})).await;
     let messages = received["Messages"].as_array().unwrap().clone();
     assert_eq!(messages.len(), 3);
     for message in &messages {
@@ -90,7 +84,7 @@ async fn every_node_answers_sqs_and_followers_forward_to_the_leader() {
     }
     let metrics = common::cluster::exchange(
         cluster.addr(leader),
-        format!("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         CALL,
     )
     .await
@@ -114,8 +108,7 @@ async fn members_are_added_and_removed_by_command_and_the_group_keeps_its_messag
     let new_addr = cluster.spawn_new(4);
     let follower = [1, 2, 3].into_iter().find(|&id| id != leader).unwrap();
     let via = cluster.addr(follower).to_string();
-    let answer =
-        run_command(&["cluster", "add-learner", "--node", &via, "--id", "4", "--addr", &new_addr.to_string()]);
+    let answer = run_command(&["cluster", "add-learner", "--node", &via, "--id", "4", "--addr", &new_addr.to_string()]);
     answer.unwrap_or_else(|e| panic!("add-learner: {e}\n{}", cluster.logs()));
     // Replace one voter that is not the leader with node 4.
     let removed = [1, 2, 3].into_iter().find(|&id| id != leader && id != follower).unwrap();

@@ -126,7 +126,11 @@ async fn worker(worker: usize, addrs: Vec<SocketAddr>, stop: Arc<AtomicBool>, lo
         } else {
             let (started, outcome, ended) = receive(addr, &url, VISIBILITY).await;
             if std::env::var_os("LEASEQ_CLUSTER_DEBUG").is_some() {
-                eprintln!("{:?} receive via {addr} took {:?}: {outcome:?}", std::time::SystemTime::now(), ended - started);
+                eprintln!(
+                    "{:?} receive via {addr} took {:?}: {outcome:?}",
+                    std::time::SystemTime::now(),
+                    ended - started
+                );
             }
             let Outcome::Ok(json) = outcome else {
                 tokio::time::sleep(Duration::from_millis(20)).await;

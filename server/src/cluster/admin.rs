@@ -76,7 +76,9 @@ pub(crate) enum AdminAnswer {
 pub(crate) fn json_answer(status: StatusCode, value: &serde_json::Value) -> hyper::Response<Full<Bytes>> {
     let mut response = hyper::Response::new(Full::new(Bytes::from(value.to_string())));
     *response.status_mut() = status;
-    response.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    response
+        .headers_mut()
+        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
     response
 }
 
@@ -143,7 +145,12 @@ impl ClusterFront {
         if action == "add-learner" {
             let request: AddLearner = match serde_json::from_slice(body) {
                 Ok(request) => request,
-                Err(e) => return failure(StatusCode::BAD_REQUEST, format!("expected {{\"id\": N, \"addr\": \"host:port\"}}: {e}")),
+                Err(e) => {
+                    return failure(
+                        StatusCode::BAD_REQUEST,
+                        format!("expected {{\"id\": N, \"addr\": \"host:port\"}}: {e}"),
+                    );
+                }
             };
             if request.addr.parse::<std::net::SocketAddr>().is_err() {
                 return failure(StatusCode::BAD_REQUEST, format!("'{}' is not a host:port address", request.addr));
@@ -178,7 +185,8 @@ pub async fn admin_request(node: &str, method: Method, path: &str, body: Option<
     let connector = hyper_util::client::legacy::connect::HttpConnector::new();
     let client: hyper_util::client::legacy::Client<_, Full<Bytes>> =
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
-    let uri: hyper::Uri = format!("http://{node}{path}").parse().map_err(|e| format!("bad node address {node}: {e}"))?;
+    let uri: hyper::Uri =
+        format!("http://{node}{path}").parse().map_err(|e| format!("bad node address {node}: {e}"))?;
     let request = hyper::Request::builder()
         .method(method)
         .uri(uri)

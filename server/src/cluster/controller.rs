@@ -63,12 +63,10 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             lead(&shared, now.current_term).await;
         } else {
             let role = match now.current_leader {
-                Some(leader) if leader != shared.id() => {
-                    match now.membership_config.membership().get_node(&leader) {
-                        Some(node) => Role::Following { leader, addr: node.addr.clone() },
-                        None => Role::Waiting(format!("the leader, node {leader}, has no address in the membership")),
-                    }
-                }
+                Some(leader) if leader != shared.id() => match now.membership_config.membership().get_node(&leader) {
+                    Some(node) => Role::Following { leader, addr: node.addr.clone() },
+                    None => Role::Waiting(format!("the leader, node {leader}, has no address in the membership")),
+                },
                 _ => Role::Waiting(format!("no leader is elected (this node is a {:?})", now.state)),
             };
             if shared.role().leading_term().is_some() {
@@ -93,7 +91,10 @@ async fn lead(shared: &Shared, term: u64) {
     match shared.role() {
         Role::Leading { term: served, registry, confirmed } if served == term => {
             if let Some(why) = registry.engine().log_stats().and_then(|stats| stats.refusing) {
-                eprintln!("leaseq-server: node {}: the engine of term {term} failed ({why}); replacing it", shared.id());
+                eprintln!(
+                    "leaseq-server: node {}: the engine of term {term} failed ({why}); replacing it",
+                    shared.id()
+                );
                 shared.set_role(Role::Waiting(format!("the engine of term {term} failed ({why}); restarting it")));
                 drop(registry);
                 start(shared, term, true).await;

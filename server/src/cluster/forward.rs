@@ -59,9 +59,15 @@ impl Forwarder {
 
     /// Sends the request made of `parts` and `body` to the node at `addr`
     /// and returns its answer, or why there is none.
-    pub(crate) async fn forward(&self, addr: &str, parts: &Parts, body: Bytes) -> Result<Response<Full<Bytes>>, String> {
+    pub(crate) async fn forward(
+        &self,
+        addr: &str,
+        parts: &Parts,
+        body: Bytes,
+    ) -> Result<Response<Full<Bytes>>, String> {
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        let uri: hyper::Uri = format!("http://{addr}{path}").parse().map_err(|e| format!("bad leader address {addr}: {e}"))?;
+        let uri: hyper::Uri =
+            format!("http://{addr}{path}").parse().map_err(|e| format!("bad leader address {addr}: {e}"))?;
         let mut request = Request::builder().method(parts.method.clone()).uri(uri);
         for (name, value) in &parts.headers {
             if !hop_by_hop(name) {

@@ -35,8 +35,8 @@ use openraft::{BasicNode, SnapshotPolicy};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use admin::{Status, admin_request};
 pub(crate) use admin::{ADMIN_PREFIX, AdminAnswer, failure};
+pub use admin::{Status, admin_request};
 pub(crate) use forward::FORWARDED_BY;
 pub(crate) use role::Route;
 
@@ -208,7 +208,12 @@ impl ClusterFront {
     }
 
     /// Sends a request on to the node at `addr`.
-    pub(crate) async fn forward(&self, addr: &str, parts: &Parts, body: Bytes) -> Result<hyper::Response<Full<Bytes>>, String> {
+    pub(crate) async fn forward(
+        &self,
+        addr: &str,
+        parts: &Parts,
+        body: Bytes,
+    ) -> Result<hyper::Response<Full<Bytes>>, String> {
         self.forwarder.forward(addr, parts, body).await
     }
 
@@ -239,7 +244,11 @@ impl ClusterFront {
         gauge("leaseq_cluster_term", "The Raft term this node is in.", status.term);
         gauge("leaseq_cluster_leader", "The leader's node id (0: none known).", status.leader.unwrap_or(0));
         gauge("leaseq_cluster_serving", "1 while this node answers from its own engine.", u64::from(status.serving));
-        gauge("leaseq_cluster_last_log_index", "The last Raft log index held here.", status.last_log_index.unwrap_or(0));
+        gauge(
+            "leaseq_cluster_last_log_index",
+            "The last Raft log index held here.",
+            status.last_log_index.unwrap_or(0),
+        );
         gauge("leaseq_cluster_last_applied", "The last Raft log index applied here.", status.last_applied.unwrap_or(0));
         gauge("leaseq_cluster_voters", "Voting members of the group.", status.voters.len() as u64);
         out

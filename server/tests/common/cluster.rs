@@ -219,8 +219,7 @@ pub struct Reply {
 /// exchange did not complete (refused, reset, timed out).
 pub async fn exchange(addr: SocketAddr, request: &[u8], limit: Duration) -> Result<Reply, String> {
     let talk = async {
-        let mut stream =
-            tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("{NOT_CONNECTED}: {e}"))?;
+        let mut stream = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("{NOT_CONNECTED}: {e}"))?;
         stream.write_all(request).await.map_err(|e| e.to_string())?;
         let mut response = Vec::new();
         stream.read_to_end(&mut response).await.map_err(|e| e.to_string())?;
