@@ -35,7 +35,9 @@
 //!   deliveries were only partly logged before a crash may have. What such a
 //!   piece took is unknown, so no ack can name it. The pieces of one call are
 //!   interchangeable and are applied in index order only (symmetry, not a
-//!   constraint). Only messages that no completed receive returned are tried:
+//!   constraint), and a piece takes a message as early as it could
+//!   (`Search::dfs` says why that loses nothing). Only messages that no
+//!   completed receive returned are tried:
 //!   on the fixed clock (below) a message leased with a non-zero visibility
 //!   is never ready again, so a piece that took a message some completed
 //!   receive returned leaves that receive unexplainable wherever it is
@@ -359,7 +361,7 @@ pub fn check_bounded(
         }
         ids
     };
-    match search.dfs(state) {
+    match search.dfs(state, Vec::new()) {
         Some(true) => Ok(CheckReport { order: recorded(search.order), steps: search.steps }),
         Some(false) => {
             let stuck = search.best.stuck.into_iter().map(|(piece, why)| (origin[piece], why)).collect();
@@ -435,26 +437,57 @@ fn response(op: &Op) -> u64 {
 impl Search<'_> {
     /// `Some(true)`: linearized; `Some(false)`: no linearization from here;
     /// `None`: cut off.
-    fn dfs(&mut self, state: State) -> Option<bool> {
+    ///
+    /// `late`: the (indeterminate receive piece, message) pairs that could
+    /// already have been placed before the op that got here, a completed one;
+    /// they are not tried here. A piece taking a message nobody saw can be
+    /// moved before a completed op it follows and could precede, keeping every
+    /// result (the message only leaves the ready set sooner, which no op that
+    /// did not return it can miss: a receive that left it ready returned its
+    /// full `max`), so taking it as early as possible loses no linearization
+    /// and spares the search every later place. The pairs are part of the
+    /// memo key, since what is tried from a state depends on them.
+    fn dfs(&mut self, state: State, late: Vec<(OpId, Option<MessageId>)>) -> Option<bool> {
         let pending: Vec<OpId> = (0..self.ops.len()).filter(|&i| !state.done[i]).collect();
         if pending.iter().all(|&i| self.ops[i].completed.is_none()) {
             return Some(true);
         }
-        let key = (state.done.clone(), format!("{:?}{:?}", state.model, state.receipts));
+        let key = (state.done.clone(), format!("{:?}{:?}{late:?}", state.model, state.receipts));
         if !self.seen.insert(key) {
             return Some(false);
         }
         let horizon = pending.iter().map(|&i| response(&self.ops[i])).min().unwrap_or(u64::MAX);
         let mut stuck = Vec::new();
-        // Ops that responded first: a history whose indeterminate ops took no
-        // effect is then linearized without trying them.
+        // Then ops that responded, then the other indeterminate ones: a
+        // history whose indeterminate sends took no effect is linearized
+        // without trying them.
         let (answered, open): (Vec<OpId>, Vec<OpId>) = pending.iter().partition(|&&i| self.ops[i].completed.is_some());
-        for i in answered.into_iter().chain(open) {
+        let open: Vec<(OpId, Vec<Option<MessageId>>)> = open
+            .into_iter()
+            .filter(|&i| self.ops[i].invoked <= horizon)
+            .map(|i| (i, self.candidates(&state, i)))
+            .collect();
+        // What may not wait until after a completed op placed here.
+        let early: Vec<(OpId, Option<MessageId>)> = open
+            .iter()
+            .filter(|(i, _)| matches!(&self.ops[*i].call, Call::Receive { visibility, .. } if !visibility.is_zero()))
+            .flat_map(|(i, ids)| ids.iter().map(move |id| (*i, *id)))
+            .collect();
+        let answered: Vec<(OpId, Vec<Option<MessageId>>)> =
+            answered.into_iter().map(|i| (i, self.candidates(&state, i))).collect();
+        // A receive piece that can take a message nobody saw is tried first:
+        // it may take it only now (above), and a drain that found nothing
+        // usually says some piece did.
+        let (taking, open): (Vec<_>, Vec<_>) =
+            open.into_iter().partition(|(i, ids)| !ids.is_empty() && matches!(self.ops[*i].call, Call::Receive { .. }));
+        for (i, tries) in taking.into_iter().chain(answered).chain(open) {
             if self.ops[i].invoked > horizon {
                 continue;
             }
-            let tries = self.candidates(&state, i);
             for attempt in tries {
+                if late.contains(&(i, attempt)) {
+                    continue;
+                }
                 self.steps += 1;
                 if self.steps > self.max_steps {
                     return None;
@@ -467,7 +500,8 @@ impl Search<'_> {
                         if self.order.len() > self.best.prefix.len() {
                             self.best = Violation { prefix: self.order.clone(), stuck: Vec::new() };
                         }
-                        match self.dfs(next) {
+                        let late = if self.ops[i].completed.is_some() { early.clone() } else { Vec::new() };
+                        match self.dfs(next, late) {
                             Some(false) => {}
                             other => return other,
                         }
