@@ -26,6 +26,8 @@ mod model;
 mod stats;
 pub mod validate;
 
-pub use history::{Call, CheckError, CheckReport, History, Op, OpId, Outcome, Violation};
+pub use history::{
+    Call, CheckError, CheckReport, History, Op, OpId, Outcome, Violation, check_bounded, read_ops, write_ops,
+};
 pub use model::{Model, ModelDelivery, ModelReceipt, QueueRef, ReceivePlan};
 pub use stats::{Counters, ModelStats};

@@ -139,6 +139,97 @@ fn indeterminate_send_passes_either_way() {
     check(&h.0, &queues(1), 1).unwrap();
 }
 
+/// A receive whose client gave up (no response): `max` messages at most.
+fn lost_receive(h: &mut H, p: usize, invoked: u64, max: usize) -> OpId {
+    h.op(p, Call::Receive { queue: "q".into(), max, visibility: HOUR }, invoked, None)
+}
+
+#[test]
+fn timed_out_receive_may_have_leased_what_the_drain_misses() {
+    // One message, a receive that never answered, then a drain that finds
+    // nothing: the lost receive leased it (its lease outlives the history).
+    let mut h = H(Vec::new());
+    h.send(0, (1, 2), Outcome::Sent(id(1)));
+    lost_receive(&mut h, 1, 3, 1);
+    h.recv(0, (5, 6), vec![]);
+    let report = check(&h.0, &queues(1), 1).unwrap();
+    assert_eq!(report.order, vec![0, 1, 2], "the lost receive is placed before the drain");
+
+    // A batch that never answered may have taken part of what it asked for.
+    for drained in [vec![], vec![(id(2), 1)]] {
+        let mut h = H(Vec::new());
+        h.send(0, (1, 2), Outcome::Sent(id(1)));
+        h.send(0, (3, 4), Outcome::Sent(id(2)));
+        lost_receive(&mut h, 1, 5, 2);
+        h.recv(0, (6, 7), drained.clone());
+        if !drained.is_empty() {
+            h.recv(0, (8, 9), vec![]);
+        }
+        check(&h.0, &queues(1), 1).unwrap_or_else(|e| panic!("drained {drained:?}: {e}"));
+    }
+
+    // And it may have taken nothing: the drain sees the message.
+    let mut h = H(Vec::new());
+    h.send(0, (1, 2), Outcome::Sent(id(1)));
+    lost_receive(&mut h, 1, 3, 1);
+    h.recv(0, (5, 6), vec![(id(1), 1)]);
+    check(&h.0, &queues(1), 1).unwrap();
+}
+
+#[test]
+fn timed_out_receive_does_not_excuse_more_than_it_could_take() {
+    // It asked for one; two are missing.
+    let mut h = H(Vec::new());
+    h.send(0, (1, 2), Outcome::Sent(id(1)));
+    h.send(0, (3, 4), Outcome::Sent(id(2)));
+    lost_receive(&mut h, 1, 5, 1);
+    let bad = h.recv(0, (6, 7), vec![]);
+    let text = violation_names(&h.0, bad);
+    assert!(text.contains("returned 0 messages"), "{text}");
+
+    // It was invoked after the empty receive answered: it cannot have
+    // taken the message before.
+    let mut h = H(Vec::new());
+    h.send(0, (1, 2), Outcome::Sent(id(1)));
+    let bad = h.recv(0, (3, 4), vec![]);
+    lost_receive(&mut h, 1, 5, 1);
+    violation_names(&h.0, bad);
+}
+
+#[test]
+fn timed_out_receive_cannot_have_taken_a_message_received_later() {
+    // One shard, so oldest first. The lost receive could explain b coming
+    // out before a only by having taken a, but a is received afterwards: it
+    // did not, and b overtook a.
+    let mut h = H(Vec::new());
+    h.send(0, (1, 2), Outcome::Sent(id(1)));
+    h.send(0, (3, 4), Outcome::Sent(id(2)));
+    let lost = lost_receive(&mut h, 1, 5, 1);
+    let overtaking = h.recv(0, (6, 7), vec![(id(2), 1)]);
+    let late = h.recv(0, (8, 9), vec![(id(1), 1)]);
+    match check(&h.0, &queues(1), 1) {
+        Err(CheckError::Violation(v)) => {
+            assert!(v.stuck.iter().any(|(op, _)| *op == overtaking || *op == late), "{v:?}");
+            assert!(v.stuck.iter().all(|(op, _)| *op != lost), "the lost receive is never a reason: {v:?}");
+        }
+        other => panic!("expected a violation, got {other:?}"),
+    }
+    // Without the later receive of a, the same prefix passes.
+    h.0.pop();
+    check(&h.0, &queues(1), 1).unwrap();
+}
+
+#[test]
+fn timed_out_receive_with_zero_visibility_only_counts_a_delivery() {
+    // A zero-visibility lease is over at once: the message stays ready and
+    // its next delivery is the second.
+    let mut h = H(Vec::new());
+    h.send(0, (1, 2), Outcome::Sent(id(1)));
+    h.op(1, Call::Receive { queue: "q".into(), max: 1, visibility: Duration::ZERO }, 3, None);
+    h.recv(0, (5, 6), vec![(id(1), 2)]);
+    check(&h.0, &queues(1), 1).unwrap();
+}
+
 #[test]
 fn malformed_ack_is_an_error_not_a_panic() {
     let mut h = H(Vec::new());
@@ -282,4 +373,26 @@ fn real_engine_batch_receives_are_linearizable() {
             check(&ops, &queues(shards), 1).unwrap_or_else(|e| panic!("shards {shards} seed {seed}: {e}"));
         }
     }
+}
+
+/// Replays a history kept by a cluster test (`LEASEQ_HISTORY_FILE`, written
+/// by `write_ops`; queue visibility 600 s, `LEASEQ_HISTORY_SHARDS` shards,
+/// default 2): `cargo test -p leaseq-model --test history -- --ignored`.
+#[test]
+#[ignore = "needs LEASEQ_HISTORY_FILE"]
+fn replay_history_file() {
+    let path = std::env::var("LEASEQ_HISTORY_FILE").expect("LEASEQ_HISTORY_FILE");
+    let shards = std::env::var("LEASEQ_HISTORY_SHARDS").ok().and_then(|s| s.parse().ok()).unwrap_or(2);
+    let ops = leaseq_model::read_ops(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let name = match &ops[0].call {
+        Call::Send { queue, .. } | Call::Receive { queue, .. } | Call::Ack { queue, .. } => queue.clone(),
+    };
+    let config = QueueConfig::default().shards(shards).visibility_timeout(Duration::from_secs(600));
+    let started = std::time::Instant::now();
+    let result = check(&ops, &[(name, config)], 1);
+    eprintln!("{} ops, {:?}: {:?}", ops.len(), started.elapsed(), result.as_ref().map(|r| r.steps));
+    let report = result.unwrap();
+    let placed: Vec<Op> =
+        report.order.iter().filter(|&&i| ops[i].completed.is_none()).map(|&i| ops[i].clone()).collect();
+    eprintln!("indeterminate ops placed as taking effect:\n{}", leaseq_model::write_ops(&placed));
 }

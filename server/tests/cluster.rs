@@ -84,7 +84,7 @@ async fn every_node_answers_sqs_and_followers_forward_to_the_leader() {
     }
     let metrics = common::cluster::exchange(
         cluster.addr(leader),
-        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".as_bytes(),
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         CALL,
     )
     .await
