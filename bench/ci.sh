@@ -43,5 +43,6 @@ test -f target/server-peers-smoke/peers.svg
 # printed otherwise); leaseq's own runs must succeed.
 bash bench/cluster-peers.sh --smoke --out target/cluster-peers-smoke
 grep -q "^| leaseq-1 | batch 10 " target/cluster-peers-smoke/report.md
+grep -q "^| leaseq-3 | batch 10 " target/cluster-peers-smoke/report.md
 grep -q "^- leaseq-3 / leaseq-1, single" target/cluster-peers-smoke/report.md
 test -f target/cluster-peers-smoke/cluster-peers.svg
