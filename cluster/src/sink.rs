@@ -17,16 +17,28 @@
 //! * Once its [`SinkGate`] is retired, a sink proposes nothing more, and
 //!   `retire` returns only after any proposal in progress has been handed
 //!   to Raft (or given up): after it, every entry this sink will ever
-//!   propose is already in the node's log.
+//!   propose is already in Raft's queue, ahead of anything proposed later.
+//! * `start` proposes a group and returns without waiting (the engine's
+//!   replicator pipelines up to `leaseq::MAX_GROUPS_IN_FLIGHT` groups);
+//!   Raft appends proposals in the order it gets them, so the groups keep
+//!   the replicator's order, and each one's `wait` reports as `replicate`
+//!   does.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaseq::ReplicationSink;
+use leaseq::{PendingReplication, ReplicationSink};
 use openraft::BasicNode;
+use openraft::error::ClientWriteError;
+use openraft::raft::ClientWriteResponse;
 use tokio::runtime::Handle;
 
-use crate::types::{Raft, Request, Response};
+use crate::types::{NodeId, Raft, Request, Response, TypeConfig};
+
+/// What `Raft::client_write_ff` hands back (openraft's default responder on
+/// the tokio runtime): the entry's outcome once applied.
+type Answer =
+    tokio::sync::oneshot::Receiver<Result<ClientWriteResponse<TypeConfig>, ClientWriteError<NodeId, BasicNode>>>;
 
 /// How long `replicate` waits for a commit unless told otherwise.
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -83,35 +95,76 @@ impl RaftSink {
     }
 }
 
-impl ReplicationSink for RaftSink {
-    fn replicate(&self, frames: &[u8]) -> Result<(), String> {
-        let request = Request { term: self.term, frames: frames.to_vec() };
-        // The timer is made inside the runtime (made outside, it panics).
-        // The gate is held until the write is answered or given up, so a
+impl RaftSink {
+    /// Hands `request` to Raft (fire and forget) unless the gate is retired;
+    /// the receiver answers once the entry is applied.
+    fn propose(&self, request: Request) -> Result<Answer, String> {
+        // The gate is held until the proposal is in Raft's queue, so a
         // retire never overtakes a proposal on its way into the log.
-        let write = async {
+        self.runtime.block_on(async {
             let retired = self.gate.retired.lock().await;
             if *retired {
-                return None;
+                return Err("this engine was retired: a newer engine serves this node's term".to_string());
             }
-            Some(tokio::time::timeout(self.timeout, self.raft.client_write(request)).await)
-        };
-        let Some(written) = self.runtime.block_on(write) else {
-            return Err("this engine was retired: a newer engine serves this node's term".into());
-        };
-        match written {
-            Err(_) => Err(format!("the entry did not commit within {:?} (no quorum reachable?)", self.timeout)),
-            Ok(Err(e)) => Err(match e.forward_to_leader::<BasicNode>() {
-                Some(forward) => format!("this node no longer leads (leader: {:?})", forward.leader_id),
-                None => format!("raft: {e}"),
-            }),
-            Ok(Ok(written)) => match written.data {
+            self.raft.client_write_ff(request).await.map_err(|e| format!("raft: {e}"))
+        })
+    }
+}
+
+/// An entry proposed by `RaftSink::start`, waited for by `wait`.
+struct Proposed {
+    answer: Answer,
+    runtime: Handle,
+    timeout: Duration,
+    term: u64,
+}
+
+impl PendingReplication for Proposed {
+    fn wait(self: Box<Self>) -> Result<(), String> {
+        let Proposed { answer, runtime, timeout, term } = *self;
+        // The timer is made inside the runtime (made outside, it panics).
+        let answered = runtime.block_on(async { tokio::time::timeout(timeout, answer).await });
+        match answered {
+            Err(_) => Err(format!("the entry did not commit within {timeout:?} (no quorum reachable?)")),
+            Ok(Err(_)) => Err("the Raft node stopped before the entry was applied".into()),
+            Ok(Ok(Err(ClientWriteError::ForwardToLeader(forward)))) => {
+                Err(format!("this node no longer leads (leader: {:?})", forward.leader_id))
+            }
+            Ok(Ok(Err(e))) => Err(format!("raft: {e}")),
+            Ok(Ok(Ok(written))) => match written.data {
                 Response::Fenced => Err(format!(
-                    "fenced: the entry was appended in term {}, after the engine's term {} ended",
-                    written.log_id.leader_id.term, self.term
+                    "fenced: the entry was appended in term {}, after the engine's term {term} ended",
+                    written.log_id.leader_id.term
                 )),
                 Response::Applied(_) | Response::Nothing => Ok(()),
             },
         }
+    }
+}
+
+impl ReplicationSink for RaftSink {
+    fn replicate(&self, frames: &[u8]) -> Result<(), String> {
+        self.start(frames).wait()
+    }
+
+    /// Proposes the group and returns at once: Raft appends proposals in
+    /// the order they arrive, so groups keep the replicator's order.
+    fn start(&self, frames: &[u8]) -> Box<dyn PendingReplication> {
+        let request = Request { term: self.term, frames: frames.to_vec() };
+        match self.propose(request) {
+            Ok(answer) => {
+                Box::new(Proposed { answer, runtime: self.runtime.clone(), timeout: self.timeout, term: self.term })
+            }
+            Err(why) => Box::new(NotProposed(why)),
+        }
+    }
+}
+
+/// A group that never reached Raft.
+struct NotProposed(String);
+
+impl PendingReplication for NotProposed {
+    fn wait(self: Box<Self>) -> Result<(), String> {
+        Err(self.0)
     }
 }

@@ -101,7 +101,8 @@ pub use error::{Error, LeaseError, ReceiptError};
 #[doc(hidden)]
 pub use journal::loom_hooks;
 pub use journal::{LogStats, SyncPolicy};
-pub use log::replication::{ReplicaState, ReplicatedBuilder, ReplicationSink};
+pub use log::replication::{PendingReplication, ReplicaState, ReplicatedBuilder, ReplicationSink};
+pub use log::replicator::MAX_GROUPS_IN_FLIGHT;
 pub use log::{DEFAULT_SEGMENT_BYTES, DamagedRange, DurableBuilder, MIN_SEGMENT_BYTES, RecoveryReport, Repair};
 pub use payload::Payload;
 pub use queue::{Queue, ReceiveFuture};

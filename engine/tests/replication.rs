@@ -280,3 +280,118 @@ fn a_panicking_sink_fails_the_call_instead_of_hanging_it() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A sink whose groups stay pending until the test settles them.
+#[derive(Default)]
+struct Held {
+    groups: Mutex<Vec<Arc<Settle>>>,
+    started: std::sync::Condvar,
+    /// While set, groups are accepted at once (and not kept).
+    accept_all: AtomicBool,
+}
+
+/// One pending group: its outcome once the test gives it.
+#[derive(Default)]
+struct Settle {
+    outcome: Mutex<Option<Result<(), String>>>,
+    given: std::sync::Condvar,
+}
+
+struct HeldSink(Arc<Held>);
+
+impl ReplicationSink for HeldSink {
+    fn replicate(&self, frames: &[u8]) -> Result<(), String> {
+        self.start(frames).wait()
+    }
+
+    fn start(&self, _frames: &[u8]) -> Box<dyn leaseq::PendingReplication> {
+        let settle = Arc::new(Settle::default());
+        if self.0.accept_all.load(Ordering::SeqCst) {
+            settle.give(Ok(()));
+            return Box::new(HeldGroup(settle));
+        }
+        self.0.groups.lock().unwrap().push(settle.clone());
+        self.0.started.notify_all();
+        Box::new(HeldGroup(settle))
+    }
+}
+
+struct HeldGroup(Arc<Settle>);
+
+impl leaseq::PendingReplication for HeldGroup {
+    fn wait(self: Box<Self>) -> Result<(), String> {
+        let mut outcome = self.0.outcome.lock().unwrap();
+        loop {
+            if let Some(outcome) = outcome.take() {
+                return outcome;
+            }
+            outcome = self.0.given.wait(outcome).unwrap();
+        }
+    }
+}
+
+impl Held {
+    /// Waits (bounded) until `n` groups were started; returns group `n - 1`.
+    fn nth_started(&self, n: usize) -> Arc<Settle> {
+        let deadline = std::time::Instant::now() + secs(10);
+        let mut groups = self.groups.lock().unwrap();
+        while groups.len() < n {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            assert!(!left.is_zero(), "only {} groups started, expected {n}", groups.len());
+            groups = self.started.wait_timeout(groups, left).unwrap().0;
+        }
+        groups[n - 1].clone()
+    }
+
+    fn started_count(&self) -> usize {
+        self.groups.lock().unwrap().len()
+    }
+}
+
+impl Settle {
+    fn give(&self, outcome: Result<(), String>) {
+        *self.outcome.lock().unwrap() = Some(outcome);
+        self.given.notify_all();
+    }
+}
+
+#[test]
+fn groups_are_pipelined_and_after_a_failure_no_later_group_is_accepted() {
+    let held = Arc::new(Held::default());
+    held.accept_all.store(true, Ordering::SeqCst);
+    let engine = Engine::builder().replicated(HeldSink(held.clone())).start().unwrap();
+    let q = engine.create_queue("q", QueueConfig::default()).unwrap();
+    // The first send also reserves a range of ids (a record of its own).
+    q.send(&b"warm-up"[..]).unwrap();
+    assert_eq!(q.receive(10).unwrap().len(), 1);
+    held.accept_all.store(false, Ordering::SeqCst);
+
+    // Two sends, each its own group: the second is started while the first
+    // is still pending (a pipeline), and neither returns before its group
+    // is settled.
+    let first = {
+        let q = q.clone();
+        std::thread::spawn(move || q.send(&b"first"[..]))
+    };
+    let group_one = held.nth_started(1);
+    let second = {
+        let q = q.clone();
+        std::thread::spawn(move || q.send(&b"second"[..]))
+    };
+    let group_two = held.nth_started(2);
+    assert!(!first.is_finished() && !second.is_finished(), "a send returned before its group was accepted");
+    // The later group succeeds first; the earlier one fails: both sends
+    // fail (nothing after a failure is reported accepted), in order.
+    group_two.give(Ok(()));
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!second.is_finished(), "a group was completed before the one started ahead of it");
+    group_one.give(Err("no quorum".into()));
+    assert!(matches!(first.join().unwrap(), Err(Error::Storage { .. })));
+    assert!(matches!(second.join().unwrap(), Err(Error::Storage { .. })));
+    // And the engine refuses from now on, without starting more groups.
+    let before = held.started_count();
+    assert!(matches!(q.send(&b"third"[..]), Err(Error::Storage { .. })));
+    assert_eq!(held.started_count(), before, "a group was started after the failure");
+    assert!(matches!(q.receive(10), Err(Error::Storage { .. }) | Ok(_)));
+    assert_eq!(q.stats().ready, 0, "a failed send was published");
+}

@@ -48,6 +48,36 @@ pub trait ReplicationSink: Send + Sync + 'static {
     ///
     /// Why the frames could not be made durable, in words.
     fn replicate(&self, frames: &[u8]) -> Result<(), String>;
+
+    /// Starts making `frames` durable, ordered after every group started
+    /// before, and returns without waiting; the replicator waits on the
+    /// returned handle later, in start order, while it starts the next
+    /// groups (at most `MAX_GROUPS_IN_FLIGHT` at once). A sink whose groups
+    /// keep their order once handed on (a Raft leader's proposals) gains a
+    /// pipeline; the default replicates at once, one group at a time.
+    fn start(&self, frames: &[u8]) -> Box<dyn PendingReplication> {
+        Box::new(Finished(self.replicate(frames)))
+    }
+}
+
+/// A group a sink has started (`ReplicationSink::start`).
+pub trait PendingReplication: Send {
+    /// Waits until the group is durable where the replicas apply it, or
+    /// says why it is not.
+    ///
+    /// # Errors
+    ///
+    /// As `ReplicationSink::replicate`.
+    fn wait(self: Box<Self>) -> Result<(), String>;
+}
+
+/// A group whose outcome is already known.
+struct Finished(Result<(), String>);
+
+impl PendingReplication for Finished {
+    fn wait(self: Box<Self>) -> Result<(), String> {
+        self.0
+    }
 }
 
 /// What a replica holds: the queues and messages that the frames applied to
