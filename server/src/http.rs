@@ -29,12 +29,12 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
 use crate::api::{Call, dispatch};
-use crate::cluster::{ADMIN_PREFIX, AdminAnswer, ClusterFront, FORWARDED_BY, RAFT_PREFIX, Route, failure};
+use crate::cluster::{ADMIN_PREFIX, AdminAnswer, ClusterFront, FORWARDED_BY, Route, failure};
 use crate::error::{ErrorCode, SqsError};
 use crate::metrics::{RequestCounts, render};
 use crate::registry::{Registry, unix_now_ms};
 use crate::sigv4::{Credentials, Signed, verify};
-use leaseq_cluster::MAX_RAFT_BODY_BYTES;
+use leaseq_cluster::{MAX_RAFT_BODY_BYTES, RAFT_PATH_PREFIX};
 
 /// Largest request body: a 256 KiB message (or batch) with room for JSON
 /// escaping and the other fields.
@@ -242,7 +242,7 @@ async fn handle(
     let id = request_id(state.request_ids.fetch_add(1, Ordering::Relaxed));
     if let Front::Cluster(front) = &state.front {
         let path = request.uri().path();
-        if path.starts_with(RAFT_PREFIX) || path.starts_with(ADMIN_PREFIX) {
+        if path.starts_with(RAFT_PATH_PREFIX) || path.starts_with(ADMIN_PREFIX) {
             return Ok(cluster_endpoint(request, front, &state).await);
         }
     }
@@ -381,7 +381,7 @@ async fn cluster_endpoint(request: Request<Incoming>, front: &ClusterFront, stat
         Err(_) => return failure(StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time"),
     };
     let path = parts.uri.path();
-    if path.starts_with(RAFT_PREFIX) {
+    if path.starts_with(RAFT_PATH_PREFIX) {
         if parts.method != Method::POST {
             return failure(StatusCode::METHOD_NOT_ALLOWED, "Raft RPCs are POSTs");
         }

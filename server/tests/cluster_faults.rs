@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::cluster::{ELECTION_MS, Outcome, ProcessCluster, queue_url, sqs};
+use common::cluster::{ELECTION_MS, Outcome, ProcessCluster, Rng, queue_url, sqs};
 use serde_json::{Value, json};
 
 /// Every client call's bound.
@@ -57,18 +57,6 @@ struct Log {
     deletes_unknown: BTreeSet<String>,
     /// Sends made while two nodes were down, and how they ended.
     no_quorum_sends: Vec<Outcome>,
-}
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n
-    }
 }
 
 fn lock(log: &Mutex<Log>) -> std::sync::MutexGuard<'_, Log> {

@@ -60,7 +60,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::cluster::{ELECTION_MS, Outcome as Answer, ProcessCluster, queue_url, sqs};
+use common::cluster::{ELECTION_MS, Outcome as Answer, ProcessCluster, Rng, queue_url, sqs};
 use leaseq::{Bytes, MessageId, QueueConfig};
 use leaseq_model::history::{Call, CheckError, History, Op, OpId, Outcome as Observed, check_bounded, write_ops};
 use serde_json::{Value, json};
@@ -77,18 +77,6 @@ const RECOVERY: Duration = Duration::from_secs(30);
 /// of the default size take hundreds of steps). Past it the test fails as
 /// inconclusive; `LEASEQ_HISTORY_STEPS` raises it for longer runs.
 const STEPS: usize = 100_000;
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n
-    }
-}
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)

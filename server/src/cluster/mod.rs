@@ -30,7 +30,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::StatusCode;
 use hyper::http::request::Parts;
-use leaseq_cluster::{HttpNetwork, Node, NodeId, RAFT_PATH_PREFIX, RpcError, answer_raft_rpc};
+use leaseq_cluster::{HttpNetwork, Node, NodeId, RpcError, answer_raft_rpc};
 use openraft::{BasicNode, SnapshotPolicy};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -264,9 +264,6 @@ impl Drop for ClusterFront {
         }
     }
 }
-
-/// `RAFT_PATH_PREFIX`, for the HTTP layer.
-pub(crate) const RAFT_PREFIX: &str = RAFT_PATH_PREFIX;
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)

@@ -284,6 +284,19 @@ pub async fn sqs(addr: SocketAddr, action: &str, body: &Value, limit: Duration) 
     }
 }
 
+/// A small deterministic generator (xorshift64*) for the clients' choices.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A number below `n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n
+    }
+}
+
 /// A queue URL as the server builds it for `addr`.
 pub fn queue_url(addr: SocketAddr, name: &str) -> String {
     format!("http://{addr}/000000000000/{name}")
