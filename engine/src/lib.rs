@@ -54,6 +54,7 @@
 
 mod backoff;
 mod clock;
+mod commit;
 mod config;
 #[cfg(not(loom))]
 pub mod consumer;
@@ -89,6 +90,7 @@ pub use hdrhistogram::Histogram;
 
 pub use backoff::Backoff;
 pub use clock::{Clock, MANUAL_UNIX_ORIGIN, ManualClock, Nanos, SystemClock};
+pub use commit::{SendBatchFuture, SendFuture, Settle};
 pub use config::{
     LateAck, MAX_BATCH, MAX_CAPACITY, MAX_DURATION_SETTING, MAX_NAME_LEN, MAX_PAYLOAD_LIMIT, MAX_QUEUE_METADATA,
     MAX_SHARDS, QueueConfig, validate_name,

@@ -29,7 +29,7 @@ use crate::dead_letter::{
 use crate::delivery::Delivery;
 use crate::error::{Error, LeaseError, ReceiptError};
 use crate::identity::Identity;
-use crate::journal::{Journal, Record, SyncPolicy};
+use crate::journal::{Journal, Record, StorageFailure, SyncPolicy};
 use crate::lease::{Claim, Phase, Word, next, next_generation};
 use crate::queue::QueueCore;
 use crate::ready::ReadyEntry;
@@ -108,6 +108,44 @@ pub(crate) struct Staged<'s> {
     arrived_at: u64,
 }
 
+/// Where `send_one_staging` left a message.
+pub(crate) enum SendStep<'s> {
+    /// Sent and receivable (or delayed): nothing to wait for.
+    Sent(MessageId),
+    /// Staged, waiting for its record (this sequence number) to be durable.
+    Staged(Staged<'s>, u64),
+}
+
+/// Where `send_many_staging` left a batch.
+pub(crate) struct StagedBatch<'s> {
+    /// One result per payload; a staged message's is its id, final only
+    /// once its record is durable.
+    pub(crate) results: Vec<Result<MessageId, Error>>,
+    /// The staged messages, with the index of their result.
+    pub(crate) staged: Vec<(usize, Staged<'s>)>,
+    /// The record to wait on; `None`: nothing is staged, the results are
+    /// final.
+    pub(crate) seq: Option<u64>,
+}
+
+/// A `Staged` message without its borrows, for a future that outlives the
+/// call that staged it (`commit.rs`); `QueueCore::reattach` turns it back.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DetachedStage {
+    shard: usize,
+    index: u32,
+    id: MessageId,
+    delay: u64,
+    arrived_at: u64,
+}
+
+impl Staged<'_> {
+    pub(crate) fn detach(self) -> DetachedStage {
+        let Staged { shard, index, id, delay, arrived_at, .. } = self;
+        DetachedStage { shard: usize::from(shard.index), index, id, delay, arrived_at }
+    }
+}
+
 /// How an attempt failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Failure {
@@ -151,21 +189,55 @@ impl QueueCore {
 
     /// Sends one message. Errors change nothing and hand the payload back.
     pub(crate) fn send_one(&self, payload: Bytes, delay: u64, now: u64) -> Result<MessageId, Error> {
+        match self.send_one_staging(payload, delay, now)? {
+            SendStep::Sent(id) => Ok(id),
+            SendStep::Staged(staged, seq) => {
+                let durable = self.journal().map_or(Ok(()), |journal| journal.wait_durable(seq));
+                self.finish_staged(staged, durable, now)
+            }
+        }
+    }
+
+    /// `send_one` up to the wait for its record: under `SyncPolicy::Always`
+    /// the message is staged and its record's sequence number returned, for
+    /// the caller to wait on (a thread, or a task in `commit.rs`) and then
+    /// `finish_staged`; otherwise it is sent.
+    pub(crate) fn send_one_staging(&self, payload: Bytes, delay: u64, now: u64) -> Result<SendStep<'_>, Error> {
         self.check_send(&payload)?;
         let Some(journal) = self.journal() else {
             let arrival = Arrival::sent(payload, 0, 0);
-            return self.accept(arrival, delay, now).map_err(|arrival| self.full(arrival.payload));
+            return self.accept(arrival, delay, now).map(SendStep::Sent).map_err(|arrival| self.full(arrival.payload));
         };
         let unix_now = self.engine.clock.unix_now();
         let arrival = Arrival::sent(payload, unix_now, crate::journal::deliver_at(unix_now, delay));
         if journal.policy != SyncPolicy::Always {
-            return self.accept(arrival, delay, now).map_err(|arrival| self.full(arrival.payload));
+            return self.accept(arrival, delay, now).map(SendStep::Sent).map_err(|arrival| self.full(arrival.payload));
         }
         // Always: the message becomes receivable only once its record is on
         // disk, so a failed write refuses the send and changes nothing, and
         // no consumer sees a message a crash could then take back.
         let staged = self.stage(arrival, delay, now).map_err(|arrival| self.full(arrival.payload))?;
-        match journal.settle() {
+        match journal.last_pushed_here() {
+            Some(seq) => Ok(SendStep::Staged(staged, seq)),
+            // Unreachable (staging a send pushes its record); publishing is
+            // then what the record's absence allows.
+            None => {
+                let id = staged.id;
+                self.publish_staged(staged, now);
+                Ok(SendStep::Sent(id))
+            }
+        }
+    }
+
+    /// Publishes a staged message once its record is durable, or takes it
+    /// back out (handing the payload back in the error) if the record failed.
+    pub(crate) fn finish_staged(
+        &self,
+        staged: Staged<'_>,
+        durable: Result<(), StorageFailure>,
+        now: u64,
+    ) -> Result<MessageId, Error> {
+        match durable {
             Ok(()) => {
                 let id = staged.id;
                 self.publish_staged(staged, now);
@@ -180,8 +252,19 @@ impl QueueCore {
     /// message the batch placed are synced as one group before any of them is
     /// published.
     pub(crate) fn send_many(&self, payloads: impl Iterator<Item = Bytes>, now: u64) -> Vec<Result<MessageId, Error>> {
+        let StagedBatch { mut results, staged, seq } = self.send_many_staging(payloads, now);
+        if let Some(seq) = seq {
+            let durable = self.journal().map_or(Ok(()), |journal| journal.wait_durable(seq));
+            self.finish_many(&mut results, staged, &durable, now);
+        }
+        results
+    }
+
+    /// `send_many` up to the wait for its group.
+    pub(crate) fn send_many_staging(&self, payloads: impl Iterator<Item = Bytes>, now: u64) -> StagedBatch<'_> {
         let Some(journal) = self.journal().filter(|j| j.policy == SyncPolicy::Always) else {
-            return payloads.map(|payload| self.send_one(payload, 0, now)).collect();
+            let results = payloads.map(|payload| self.send_one(payload, 0, now)).collect();
+            return StagedBatch { results, staged: Vec::new(), seq: None };
         };
         let mut results = Vec::new();
         let mut staged = Vec::new();
@@ -198,10 +281,24 @@ impl QueueCore {
                 Err(error) => results.push(Err(error)),
             }
         }
-        if staged.is_empty() {
-            return results;
+        let seq = if staged.is_empty() { None } else { journal.last_pushed_here() };
+        if seq.is_none() {
+            // Nothing staged, or (unreachable) no record to wait for.
+            staged.drain(..).for_each(|(_, message)| self.publish_staged(message, now));
         }
-        match journal.settle() {
+        StagedBatch { results, staged, seq }
+    }
+
+    /// Publishes a batch's staged messages once their group is durable, or
+    /// takes every one back out, turning its result into the failure.
+    pub(crate) fn finish_many(
+        &self,
+        results: &mut [Result<MessageId, Error>],
+        staged: Vec<(usize, Staged<'_>)>,
+        durable: &Result<(), StorageFailure>,
+        now: u64,
+    ) {
+        match durable {
             Ok(()) => staged.into_iter().for_each(|(_, message)| self.publish_staged(message, now)),
             Err(failure) => {
                 for (at, message) in staged {
@@ -209,7 +306,6 @@ impl QueueCore {
                 }
             }
         }
-        results
     }
 
     /// Restores a message from the log at open (no record: the log has it),
@@ -302,6 +398,16 @@ impl QueueCore {
             }
         }
         Err(arrival)
+    }
+
+    /// A detached stage of this queue as the `Staged` it was.
+    pub(crate) fn reattach(&self, detached: DetachedStage) -> Staged<'_> {
+        let DetachedStage { shard, index, id, delay, arrived_at } = detached;
+        let shard = &self.shards[shard];
+        // A staged slot is allocated and owned by its stage until it is
+        // published or unstaged, so the page holding it is there.
+        let slot = shard.slab.get(index).expect("a staged slot stays allocated");
+        Staged { shard, index, slot, id, delay, arrived_at }
     }
 
     /// Takes a staged message back out of its slot (its record failed) and

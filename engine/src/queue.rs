@@ -14,12 +14,14 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::clock::{Nanos, duration_nanos};
+use crate::commit::{SendBatchFuture, SendFuture, Settle};
 use crate::config::{MAX_BATCH, QueueConfig};
 use crate::dead_letter::DeadLetterLog;
 use crate::delivery::{Delivery, ReceiveOptions, SendOptions};
 use crate::engine::{EngineInner, EngineShared};
 use crate::error::{Error, LeaseError};
 use crate::journal::SyncPolicy;
+use crate::lifecycle::{SendStep, StagedBatch};
 use crate::payload::Payload;
 use crate::receipt::{MessageId, Receipt};
 use crate::shard::{Shard, ShardRing, shard_capacity};
@@ -165,6 +167,18 @@ impl QueueCore {
             Some(journal) if journal.replicated => self.settle(result),
             _ => result,
         }
+    }
+
+    /// The record a write just made on this thread must wait for, if the
+    /// engine waits for records (`SyncPolicy::Always`; with
+    /// `replicated_only`, only a replicated engine): the last one this thread
+    /// pushed, which covers every record it pushed before.
+    pub(crate) fn commit_seq(&self, replicated_only: bool) -> Option<u64> {
+        let journal = self.journal()?;
+        if journal.policy != SyncPolicy::Always || (replicated_only && !journal.replicated) {
+            return None;
+        }
+        journal.last_pushed_here()
     }
 
     /// A receive's end: under `SyncPolicy::Always` its delivery-count records
@@ -396,6 +410,53 @@ impl Queue {
         results
     }
 
+    /// Like `send_with`, for async code: the send is made now (every check,
+    /// and the message staged in its slot), and the future resolves when its
+    /// log record is durable, without blocking the executor's thread under
+    /// `SyncPolicy::Always` (elsewhere it is ready at once). The message is
+    /// receivable from then, as with `send_with`. Dropping the future before
+    /// it resolves does not cancel the send: the drop waits for the record
+    /// (at most one group commit) and publishes the message (`commit.rs`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::send_with`], in the future's output.
+    pub fn send_async(&self, payload: impl Into<Payload>, options: impl Into<SendOptions>) -> SendFuture {
+        let core = &self.core;
+        let step = core.check_live().and_then(|()| self.delay_of(options.into())).and_then(|delay| {
+            let now = core.now();
+            core.send_one_staging(payload.into().into_bytes(), delay, now).map(|step| (step, delay, now))
+        });
+        match step {
+            Ok((SendStep::Sent(id), delay, _)) => {
+                if delay == 0 {
+                    core.waiters.notify();
+                }
+                SendFuture::done(Ok(id))
+            }
+            Ok((SendStep::Staged(staged, seq), _, now)) => SendFuture::staged(self, seq, staged.detach(), now),
+            Err(e) => SendFuture::done(Err(e)),
+        }
+    }
+
+    /// Like `send_batch`, for async code: the batch is staged now and the
+    /// future resolves when its one log group is durable (`send_async`).
+    pub fn send_batch_async<P: Into<Payload>>(&self, payloads: impl IntoIterator<Item = P>) -> SendBatchFuture {
+        let core = &self.core;
+        let payloads: Vec<Bytes> = payloads.into_iter().map(|p| p.into().into_bytes()).collect();
+        let now = core.now();
+        if let Err(e) = core.check_live().and_then(|()| QueueCore::check_batch_len(payloads.len())) {
+            let results = payloads.iter().map(|_| Err(e.clone())).collect();
+            return SendBatchFuture::new(self, results, Vec::new(), None, now);
+        }
+        let StagedBatch { results, staged, seq } = core.send_many_staging(payloads.into_iter(), now);
+        if seq.is_none() && results.iter().any(Result::is_ok) {
+            core.waiters.notify();
+        }
+        let staged = staged.into_iter().map(|(at, stage)| (at, stage.detach())).collect();
+        SendBatchFuture::new(self, results, staged, seq, now)
+    }
+
     /// Receives up to `max` messages (1..=`MAX_BATCH`) with the queue's
     /// default visibility, without waiting.
     ///
@@ -492,13 +553,9 @@ impl Queue {
     /// result is `LeaseError::InvalidBatchSize` and no receipt is touched.
     #[must_use]
     pub fn ack_batch(&self, receipts: &[Receipt]) -> Vec<Result<(), LeaseError>> {
+        let mut results = self.ack_batch_unsettled(receipts);
         if receipts.len() > MAX_BATCH {
-            let refusal = LeaseError::InvalidBatchSize { requested: receipts.len(), max: MAX_BATCH };
-            return receipts.iter().map(|_| Err(refusal.clone())).collect();
-        }
-        let mut results = self.core.ack_batch_at(receipts, self.core.now());
-        for (receipt, result) in receipts.iter().zip(&results) {
-            self.core.note_late_call(receipt, result);
+            return results;
         }
         if let Err(failure) = self.core.settle(Ok(())) {
             for result in results.iter_mut().filter(|r| r.is_ok()) {
@@ -506,6 +563,63 @@ impl Queue {
             }
         }
         results
+    }
+
+    /// `ack_batch` without the wait for its records (the size check
+    /// included: an oversized batch touches no receipt).
+    fn ack_batch_unsettled(&self, receipts: &[Receipt]) -> Vec<Result<(), LeaseError>> {
+        if receipts.len() > MAX_BATCH {
+            let refusal = LeaseError::InvalidBatchSize { requested: receipts.len(), max: MAX_BATCH };
+            return receipts.iter().map(|_| Err(refusal.clone())).collect();
+        }
+        let results = self.core.ack_batch_at(receipts, self.core.now());
+        for (receipt, result) in receipts.iter().zip(&results) {
+            self.core.note_late_call(receipt, result);
+        }
+        results
+    }
+
+    /// Like `ack`, for async code: the ack is applied now and the future
+    /// resolves when its record is durable, without blocking the executor's
+    /// thread (`commit.rs`). Dropping the future does not undo the ack.
+    pub fn ack_async(&self, receipt: &Receipt) -> Settle<Result<(), LeaseError>> {
+        let result = self.core.ack(receipt);
+        self.core.note_late_call(receipt, &result);
+        self.settle_async(result, false)
+    }
+
+    /// Like `ack_batch`, for async code (`ack_async`).
+    pub fn ack_batch_async(&self, receipts: &[Receipt]) -> Settle<Vec<Result<(), LeaseError>>> {
+        let results = self.ack_batch_unsettled(receipts);
+        let seq = results.iter().any(Result::is_ok).then(|| self.core.commit_seq(false)).flatten();
+        Settle::new(self, seq, results, crate::commit::batch_failed)
+    }
+
+    /// Like `extend`, for async code (`ack_async`); only a replicated engine
+    /// has a record to wait for.
+    pub fn extend_async(&self, receipt: &Receipt, visibility: Duration) -> Settle<Result<Nanos, LeaseError>> {
+        let result = self.core.extend(receipt, visibility, false);
+        self.core.note_late_call(receipt, &result);
+        self.settle_async(result, true)
+    }
+
+    /// Like `release`, for async code (`ack_async`).
+    pub fn release_async(&self, receipt: &Receipt, delay: Duration) -> Settle<Result<(), LeaseError>> {
+        let result = self.core.release(receipt, Some(delay));
+        self.core.note_late_call(receipt, &result);
+        self.settle_async(result, false)
+    }
+
+    /// A `Settle` future for a lease operation's result: it waits for this
+    /// thread's last record when the operation succeeded and the engine
+    /// waits for records (`replicated_only`: only a replicated engine does).
+    fn settle_async<T: Unpin>(
+        &self,
+        result: Result<T, LeaseError>,
+        replicated_only: bool,
+    ) -> Settle<Result<T, LeaseError>> {
+        let seq = result.is_ok().then(|| self.core.commit_seq(replicated_only)).flatten();
+        Settle::new(self, seq, result, crate::commit::lease_failed)
     }
 
     /// Extends the lease to now + `visibility`. Only while the lease is held

@@ -10,6 +10,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+#[path = "common/held_sink.rs"]
+mod held_sink;
+use held_sink::{Held, HeldSink};
+
 use leaseq::{
     Clock, Engine, Error, LeaseError, ManualClock, QueueConfig, ReceiptError, ReceiveOptions, ReplicaState,
     ReplicationSink,
@@ -278,80 +282,6 @@ fn a_panicking_sink_fails_the_call_instead_of_hanging_it() {
     match engine.create_queue("q", QueueConfig::default()) {
         Err(Error::Storage { reason, .. }) => assert!(reason.contains("panicked"), "{reason}"),
         other => panic!("{other:?}"),
-    }
-}
-
-/// A sink whose groups stay pending until the test settles them.
-#[derive(Default)]
-struct Held {
-    groups: Mutex<Vec<Arc<Settle>>>,
-    started: std::sync::Condvar,
-    /// While set, groups are accepted at once (and not kept).
-    accept_all: AtomicBool,
-}
-
-/// One pending group: its outcome once the test gives it.
-#[derive(Default)]
-struct Settle {
-    outcome: Mutex<Option<Result<(), String>>>,
-    given: std::sync::Condvar,
-}
-
-struct HeldSink(Arc<Held>);
-
-impl ReplicationSink for HeldSink {
-    fn replicate(&self, frames: &[u8]) -> Result<(), String> {
-        self.start(frames).wait()
-    }
-
-    fn start(&self, _frames: &[u8]) -> Box<dyn leaseq::PendingReplication> {
-        let settle = Arc::new(Settle::default());
-        if self.0.accept_all.load(Ordering::SeqCst) {
-            settle.give(Ok(()));
-            return Box::new(HeldGroup(settle));
-        }
-        self.0.groups.lock().unwrap().push(settle.clone());
-        self.0.started.notify_all();
-        Box::new(HeldGroup(settle))
-    }
-}
-
-struct HeldGroup(Arc<Settle>);
-
-impl leaseq::PendingReplication for HeldGroup {
-    fn wait(self: Box<Self>) -> Result<(), String> {
-        let mut outcome = self.0.outcome.lock().unwrap();
-        loop {
-            if let Some(outcome) = outcome.take() {
-                return outcome;
-            }
-            outcome = self.0.given.wait(outcome).unwrap();
-        }
-    }
-}
-
-impl Held {
-    /// Waits (bounded) until `n` groups were started; returns group `n - 1`.
-    fn nth_started(&self, n: usize) -> Arc<Settle> {
-        let deadline = std::time::Instant::now() + secs(10);
-        let mut groups = self.groups.lock().unwrap();
-        while groups.len() < n {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            assert!(!left.is_zero(), "only {} groups started, expected {n}", groups.len());
-            groups = self.started.wait_timeout(groups, left).unwrap().0;
-        }
-        groups[n - 1].clone()
-    }
-
-    fn started_count(&self) -> usize {
-        self.groups.lock().unwrap().len()
-    }
-}
-
-impl Settle {
-    fn give(&self, outcome: Result<(), String>) {
-        *self.outcome.lock().unwrap() = Some(outcome);
-        self.given.notify_all();
     }
 }
 
