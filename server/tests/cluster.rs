@@ -243,3 +243,112 @@ async fn queue_attributes_survive_a_failover() {
     assert_eq!(got["MaximumMessageSize"], json!("2048"), "{got}");
     assert_eq!(got["VisibilityTimeout"], json!("45"), "{got}");
 }
+
+/// A raw request to `addr` with an optional auth header line; its status.
+async fn status_of(addr: SocketAddr, method: &str, path: &str, body: &str, auth: &str) -> (u16, String) {
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\n\
+         {auth}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let reply = common::cluster::exchange(addr, request.as_bytes(), CALL).await.unwrap();
+    (reply.status, reply.body)
+}
+
+fn auth_line(secret: &leaseq_cluster::ClusterSecret, method: &str, path: &str, body: &str) -> String {
+    let value = secret.sign(method, path, body.as_bytes(), leaseq_cluster::unix_now_ms());
+    format!("{}: {value}\r\n", leaseq_cluster::AUTH_HEADER)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_with_a_secret_serves_and_refuses_what_is_not_signed_with_it() {
+    let cluster = ProcessCluster::start_signed("peer-auth", 3, Vec::new());
+    let leader = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
+    let follower = [1, 2, 3].into_iter().find(|&id| id != leader).unwrap();
+    // SQS through a follower: forwarded, replicated over signed RPCs.
+    let f = cluster.addr(follower);
+    let url = call(f, "CreateQueue", json!({"QueueName": "guarded"})).await["QueueUrl"].as_str().unwrap().to_string();
+    call(f, "SendMessage", json!({"QueueUrl": url, "MessageBody": "kept"})).await;
+
+    let right = cluster.secret.clone().unwrap();
+    let wrong = leaseq_cluster::ClusterSecret::new(&"0".repeat(64)).unwrap();
+    let remove = r#"{"voters":[1]}"#;
+    for id in [leader, follower] {
+        let addr = cluster.addr(id);
+        for (what, auth) in [
+            ("unsigned", String::new()),
+            ("another secret", auth_line(&wrong, "POST", "/cluster/change-membership", remove)),
+            (
+                "signed for another body",
+                auth_line(&right, "POST", "/cluster/change-membership", r#"{"voters":[1,2,3]}"#),
+            ),
+            ("signed for another path", auth_line(&right, "POST", "/cluster/add-learner", remove)),
+        ] {
+            let (status, body) = status_of(addr, "POST", "/cluster/change-membership", remove, &auth).await;
+            assert_eq!(status, 403, "change-membership {what} on node {id}: {body}");
+            assert!(body.contains("cluster authentication failed"), "{body}");
+        }
+        let append = "not even bincode";
+        for auth in [String::new(), auth_line(&wrong, "POST", "/raft/append", append)] {
+            let (status, body) = status_of(addr, "POST", "/raft/append", append, &auth).await;
+            assert_eq!(status, 403, "/raft/append on node {id}: {body}");
+        }
+        // Signed, the same garbage gets past the check to the body's.
+        let signed = auth_line(&right, "POST", "/raft/append", append);
+        assert_eq!(status_of(addr, "POST", "/raft/append", append, &signed).await.0, 400);
+        assert_eq!(status_of(addr, "GET", "/cluster/status", "", "").await.0, 403);
+    }
+    // Nothing changed: three voters, and the message is still there.
+    for id in [1, 2, 3] {
+        let status = cluster.status(id).await.unwrap_or_else(|| panic!("node {id}\n{}", cluster.logs()));
+        assert_eq!(status["voters"], json!([1, 2, 3]), "node {id}: {status}");
+    }
+    assert_eq!(visible(cluster.addr(leader), &url).await, 1);
+
+    // The command signs with the file it is given, and is refused without
+    // it or with another secret.
+    let node = f.to_string();
+    let secret_file = cluster.secret_file().display().to_string();
+    let status = run_command(&["cluster", "status", "--node", &node, "--cluster-secret-file", &secret_file])
+        .unwrap_or_else(|e| panic!("status with the secret: {e}"));
+    let status: Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["voters"], json!([1, 2, 3]), "{status}");
+    let refused = run_command(&["cluster", "status", "--node", &node]).unwrap_err();
+    assert!(refused.contains("403") && refused.contains("--cluster-secret-file"), "{refused}");
+    let wrong_file = cluster.root.join("wrong.secret");
+    std::fs::write(&wrong_file, "1".repeat(64)).unwrap();
+    let wrong_file = wrong_file.display().to_string();
+    let refused = run_command(&[
+        "cluster",
+        "change-membership",
+        "--node",
+        &node,
+        "--voters",
+        "1",
+        "--cluster-secret-file",
+        &wrong_file,
+    ])
+    .unwrap_err();
+    assert!(refused.contains("403"), "{refused}");
+    let short_file = cluster.root.join("short.secret");
+    std::fs::write(&short_file, "too short\n").unwrap();
+    let short_file = short_file.display().to_string();
+    let refused =
+        run_command(&["cluster", "status", "--node", &node, "--cluster-secret-file", &short_file]).unwrap_err();
+    assert!(refused.contains("9 bytes, less than the 32 required"), "{refused}");
+    assert_eq!(cluster.status(leader).await.unwrap()["voters"], json!([1, 2, 3]));
+
+    // A node refuses to start with a short secret, and beyond loopback
+    // without SigV4 credentials as well (192.0.2.1 is a documentation
+    // address: the check comes before any bind).
+    let data_dir = cluster.root.join("never").display().to_string();
+    let node_args = ["--cluster", "--node-id", "9", "--data-dir", &data_dir, "--bind"];
+    let mut short = node_args.to_vec();
+    short.extend(["127.0.0.1:9", "--cluster-secret-file", &short_file]);
+    let refused = run_command(&short).unwrap_err();
+    assert!(refused.contains("less than the 32 required"), "{refused}");
+    let mut beyond = node_args.to_vec();
+    beyond.extend(["192.0.2.1:9", "--cluster-secret-file", &secret_file]);
+    let refused = run_command(&beyond).unwrap_err();
+    assert!(refused.contains("refusing to listen") && refused.contains("--credentials-file"), "{refused}");
+}

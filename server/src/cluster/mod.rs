@@ -30,7 +30,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::StatusCode;
 use hyper::http::request::Parts;
-use leaseq_cluster::{HttpNetwork, Node, NodeId, RpcError, answer_raft_rpc};
+use leaseq_cluster::{AuthRefusal, ClusterSecret, HttpNetwork, Node, NodeId, RpcError, answer_raft_rpc};
 use openraft::{BasicNode, SnapshotPolicy};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -83,12 +83,17 @@ pub struct ClusterConfig {
     pub bootstrap: bool,
     /// Heartbeat and election timeouts.
     pub timing: RaftTiming,
+    /// The group's shared secret: with it, this node signs its Raft RPCs
+    /// and refuses (403) every Raft RPC and `/cluster/` request not signed
+    /// with it; without, nothing is signed or checked.
+    pub secret: Option<ClusterSecret>,
 }
 
 /// A running cluster node as the HTTP layer uses it.
 #[derive(Debug)]
 pub struct ClusterFront {
     shared: Arc<Shared>,
+    secret: Option<ClusterSecret>,
     forwarder: Forwarder,
     stop: watch::Sender<bool>,
     controller: Mutex<Option<JoinHandle<()>>>,
@@ -136,8 +141,9 @@ impl ClusterFront {
             .build()
             .map_err(|e| format!("cannot start the Raft runtime: {e}"))?;
         let (id, dir) = (config.node_id, config.data_dir.clone());
+        let network = config.secret.clone().map_or_else(HttpNetwork::new, HttpNetwork::with_secret);
         let node = raft_runtime
-            .spawn(async move { Node::open(id, raft_config, HttpNetwork::new(), &dir).await })
+            .spawn(async move { Node::open(id, raft_config, network, &dir).await })
             .await
             .map_err(|e| format!("the Raft runtime failed: {e}"))?
             .map_err(|e| format!("cannot open node {} in {}: {e}", config.node_id, config.data_dir.display()))?;
@@ -160,6 +166,7 @@ impl ClusterFront {
         let controller = raft_runtime.spawn(controller::run(shared.clone(), stopping));
         Ok(Arc::new(ClusterFront {
             shared,
+            secret: config.secret,
             forwarder: Forwarder::new(config.node_id),
             stop,
             controller: Mutex::new(Some(controller)),
@@ -215,6 +222,24 @@ impl ClusterFront {
         body: Bytes,
     ) -> Result<hyper::Response<Full<Bytes>>, String> {
         self.forwarder.forward(addr, parts, body).await
+    }
+
+    /// Whether a Raft RPC or `/cluster/` request's header can pass before
+    /// its body is read (always, without a secret).
+    pub(crate) fn screen_peer(&self, headers: &hyper::HeaderMap) -> Result<(), AuthRefusal> {
+        match &self.secret {
+            Some(_) => ClusterSecret::screen(headers),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a Raft RPC or `/cluster/` request is signed with the group's
+    /// secret (always, without one).
+    pub(crate) fn verify_peer(&self, parts: &Parts, body: &[u8]) -> Result<(), AuthRefusal> {
+        match &self.secret {
+            Some(secret) => secret.verify_request(&parts.method, parts.uri.path(), &parts.headers, body),
+            None => Ok(()),
+        }
     }
 
     /// Answers one of Raft's RPCs.
