@@ -40,6 +40,11 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// clear, so across a network you do not trust, run the group inside a TLS
 /// tunnel or WireGuard. `leaseq-server cluster ...` asks a node about its
 /// group or changes the membership (give it the same secret file).
+///
+/// A node starting on an empty data dir first asks its --peer nodes; if one
+/// lists it as a voter (it lost its data dir), it refuses to start: remove
+/// it with `cluster change-membership`, restart it, then `cluster
+/// add-learner` and `cluster change-membership` with it again.
 #[derive(Debug, Parser)]
 #[command(name = "leaseq-server", version)]
 struct Args {
@@ -88,7 +93,8 @@ struct Args {
     #[arg(long = "peer", value_parser = parse_peer, requires = "cluster")]
     peers: Vec<(u64, String)>,
     /// Make the --peer list the group's first membership if this node's log
-    /// is empty (give it to one node; ignored once the node holds a log).
+    /// is empty, once every other --peer is up and checked (give it to one
+    /// node; ignored once the node holds a log).
     #[arg(long, requires = "cluster")]
     bootstrap: bool,
     /// Raft's shortest election timeout in ms (the longest is twice it,
@@ -102,6 +108,12 @@ struct Args {
     /// requests not signed with it (cluster mode).
     #[arg(long, requires = "cluster")]
     cluster_secret_file: Option<PathBuf>,
+    /// On an empty data dir, start even if no --peer answers: you know this
+    /// node is not a voter of the group (a new node, or one removed). A
+    /// node that a peer lists as a voter is refused regardless (cluster
+    /// mode).
+    #[arg(long, requires = "cluster")]
+    join_as_new: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -305,8 +317,15 @@ fn run_cluster(args: Args) -> Result<(), String> {
     let election_min = Duration::from_millis(args.election_timeout_ms);
     let timing = RaftTiming { heartbeat: election_min / 4, election_min, election_max: election_min * 2 };
     let peer_auth = if secret.is_some() { "peers signed" } else { "peers NOT authenticated" };
-    let config =
-        ClusterConfig { node_id, peers, data_dir: data_dir.clone(), bootstrap: args.bootstrap, timing, secret };
+    let config = ClusterConfig {
+        node_id,
+        peers,
+        data_dir: data_dir.clone(),
+        bootstrap: args.bootstrap,
+        timing,
+        secret,
+        join_as_new: args.join_as_new,
+    };
     http_runtime(true)?.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.bind)
             .await
@@ -322,8 +341,18 @@ fn run_cluster(args: Args) -> Result<(), String> {
             idle_timeout: Duration::from_secs(args.idle_timeout_secs),
         };
         let options = ServeOptions { credentials, limits };
-        let served = serve_cluster(listener, front.clone(), options, stop_signal()).await;
+        // The rejoin interlock may refuse this node: then it stops too.
+        let stop = async {
+            tokio::select! {
+                () = stop_signal() => {}
+                _ = front.refused() => {}
+            }
+        };
+        let served = serve_cluster(listener, front.clone(), options, stop).await;
         front.shutdown().await;
+        if let Some(why) = front.refusal() {
+            return Err(why);
+        }
         served.map_err(|e| e.to_string())?;
         eprintln!("leaseq-server: node {node_id} stopped");
         Ok(())

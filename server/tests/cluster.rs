@@ -352,3 +352,74 @@ async fn a_group_with_a_secret_serves_and_refuses_what_is_not_signed_with_it() {
     let refused = run_command(&beyond).unwrap_err();
     assert!(refused.contains("refusing to listen") && refused.contains("--credentials-file"), "{refused}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_that_lost_its_data_dir_is_refused_until_removed_and_added_again() {
+    let mut cluster = ProcessCluster::start_signed("rejoin", 3, Vec::new());
+    let leader = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
+    let entry = cluster.addr(leader);
+    let url = call(entry, "CreateQueue", json!({"QueueName": "kept"})).await["QueueUrl"].as_str().unwrap().to_string();
+    call(entry, "SendMessage", json!({"QueueUrl": url, "MessageBody": "sent before"})).await;
+
+    // A follower loses its disk and comes back under the same id: refused,
+    // with what to do.
+    let lost = [1, 2, 3].into_iter().find(|&id| id != leader).unwrap();
+    let others: Vec<u64> = [1, 2, 3].into_iter().filter(|&id| id != lost).collect();
+    cluster.kill(lost);
+    cluster.wipe(lost);
+    cluster.spawn(lost);
+    let exit = cluster.wait_exit(lost, Duration::from_secs(15)).unwrap_or_else(|| panic!("{}", cluster.logs()));
+    assert!(!exit.success(), "{exit:?}");
+    let log = cluster.log_tail(lost);
+    assert!(log.contains("lists it as a voter"), "{log}");
+    assert!(log.contains("change-membership") && log.contains("add-learner"), "{log}");
+    // It took no part: the group serves with the other two, unchanged.
+    for &id in &others {
+        assert_eq!(cluster.status(id).await.unwrap()["voters"], json!([1, 2, 3]));
+    }
+    assert_eq!(visible(entry, &url).await, 1);
+
+    // Removed, it starts (empty) and joins again as a learner, then a voter.
+    let secret_file = cluster.secret_file().display().to_string();
+    let via = cluster.addr(others[0]).to_string();
+    let admin = |args: &[&str]| {
+        let mut all = vec!["cluster"];
+        all.extend_from_slice(args);
+        all.extend(["--node", &via, "--cluster-secret-file", &secret_file]);
+        run_command(&all)
+    };
+    let remaining: Vec<String> = others.iter().map(u64::to_string).collect();
+    admin(&["change-membership", "--voters", &remaining.join(",")])
+        .unwrap_or_else(|e| panic!("remove: {e}\n{}", cluster.logs()));
+    cluster.wipe(lost);
+    cluster.spawn(lost);
+    let lost_addr = cluster.addr(lost).to_string();
+    // add-learner waits until it caught up.
+    let id = lost.to_string();
+    let mut added = admin(&["add-learner", "--id", &id, "--addr", &lost_addr]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while added.is_err() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        added = admin(&["add-learner", "--id", &id, "--addr", &lost_addr]);
+    }
+    added.unwrap_or_else(|e| panic!("add-learner: {e}\n{}", cluster.logs()));
+    admin(&["change-membership", "--voters", "1,2,3"]).unwrap_or_else(|e| panic!("re-add: {e}\n{}", cluster.logs()));
+    let status = cluster.status(lost).await.unwrap();
+    assert_eq!(status["voters"], json!([1, 2, 3]), "{status}");
+    assert_eq!(status["admitted"], json!(true), "{status}");
+
+    // It is a full voter again: with one of the others gone, the group
+    // still has a quorum, serves through it, and kept the first message.
+    let gone = others.iter().copied().find(|&id| id != leader).unwrap_or(others[1]);
+    cluster.kill(gone);
+    let survivor = cluster.addr(lost);
+    let kept = queue_url(survivor, "kept");
+    call(survivor, "SendMessage", json!({"QueueUrl": kept, "MessageBody": "sent after"})).await;
+    let received =
+        call(survivor, "ReceiveMessage", json!({"QueueUrl": kept, "MaxNumberOfMessages": 10, "VisibilityTimeout": 60}))
+            .await;
+    let mut bodies: Vec<String> =
+        received["Messages"].as_array().unwrap().iter().map(|m| m["Body"].as_str().unwrap().to_string()).collect();
+    bodies.sort();
+    assert_eq!(bodies, ["sent after", "sent before"], "{}", cluster.logs());
+}

@@ -26,6 +26,7 @@ use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
 
 use super::ClusterFront;
+use super::admission::Admission;
 
 /// The path prefix of these endpoints.
 pub(crate) const ADMIN_PREFIX: &str = "/cluster/";
@@ -53,6 +54,15 @@ pub struct Status {
     pub voters: Vec<NodeId>,
     /// Every member (voters and learners) and its address.
     pub nodes: BTreeMap<NodeId, String>,
+    /// Whether this node takes part in Raft: false while a node that started
+    /// on an empty data dir checks with its peers that it is not a voter
+    /// (`admission.rs`).
+    #[serde(default = "taking_part")]
+    pub admitted: bool,
+}
+
+fn taking_part() -> bool {
+    true
 }
 
 #[derive(Debug, Deserialize)]
@@ -95,8 +105,14 @@ impl ClusterFront {
         let metrics = self.shared.node.raft().metrics().borrow().clone();
         let membership = metrics.membership_config.membership();
         let route = self.shared.role().route();
-        let unavailable = match &route {
-            super::role::Route::Unavailable(why) => Some(why.clone()),
+        let admission = self.admission();
+        let unavailable = match (&admission, &route) {
+            (Admission::Checking, _) => Some(
+                "this node started on an empty data dir and is checking with its peers that it is not a voter"
+                    .to_string(),
+            ),
+            (Admission::Refused(why), _) => Some(why.clone()),
+            (Admission::Admitted, super::role::Route::Unavailable(why)) => Some(why.clone()),
             _ => None,
         };
         Status {
@@ -110,6 +126,7 @@ impl ClusterFront {
             last_applied: metrics.last_applied.map(|id| id.index),
             voters: membership.voter_ids().collect(),
             nodes: membership.nodes().map(|(id, node)| (*id, node.addr.clone())).collect(),
+            admitted: admission == Admission::Admitted,
         }
     }
 

@@ -166,6 +166,32 @@ impl ProcessCluster {
         assert!(status.success(), "kill {signal} {pid}");
     }
 
+    /// Waits up to `within` for node `id`'s process to exit by itself, and
+    /// returns how it exited (`None`: it still runs).
+    pub fn wait_exit(&mut self, id: u64, within: Duration) -> Option<std::process::ExitStatus> {
+        let node = self.nodes.get_mut(&id).unwrap();
+        let deadline = Instant::now() + within;
+        loop {
+            let child = node.child.as_mut().expect("node runs");
+            if let Some(status) = child.try_wait().expect("poll the child") {
+                node.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Deletes node `id`'s data dir (the node must not run), as a lost disk
+    /// would.
+    pub fn wipe(&mut self, id: u64) {
+        let node = &self.nodes[&id];
+        assert!(node.child.is_none(), "node {id} still runs");
+        std::fs::remove_dir_all(&node.data_dir).unwrap();
+    }
+
     /// SIGSTOP of node `id`.
     pub fn pause(&mut self, id: u64) {
         let node = self.nodes.get_mut(&id).unwrap();
