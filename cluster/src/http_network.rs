@@ -6,8 +6,11 @@
 //! cannot be reached or drops the connection is `Unreachable` (openraft backs
 //! off), one that does not answer in time is `Timeout`, a Raft error on the
 //! target is `RemoteError`, an answer that is not a Raft answer is
-//! `Network`, and a batch too large for one body is `PayloadTooLarge`
-//! (openraft sends fewer entries). Nothing here panics.
+//! `Network` (a target that refuses this node's signature with 403
+//! included: never read as a Raft answer), and a batch too large for one
+//! body is `PayloadTooLarge` (openraft sends fewer entries). With a
+//! [`ClusterSecret`], every request carries its `AUTH_HEADER`. Nothing here
+//! panics.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -32,6 +35,7 @@ use openraft::raft::{
 };
 use serde::de::DeserializeOwned;
 
+use crate::peer_auth::{AUTH_HEADER, ClusterSecret, unix_now_ms};
 use crate::rpc::{APPEND_PATH, MAX_RAFT_BODY_BYTES, SNAPSHOT_PATH, VOTE_PATH, decode, encode};
 use crate::types::{NodeId, TypeConfig};
 
@@ -49,6 +53,7 @@ type HttpClient = Client<HttpConnector, Full<Bytes>>;
 #[derive(Clone)]
 pub struct HttpNetwork {
     client: HttpClient,
+    secret: Option<ClusterSecret>,
 }
 
 impl fmt::Debug for HttpNetwork {
@@ -64,7 +69,8 @@ impl Default for HttpNetwork {
 }
 
 impl HttpNetwork {
-    /// A network with an empty connection pool.
+    /// A network with an empty connection pool whose requests are not
+    /// signed (for peers that check no secret).
     #[must_use]
     pub fn new() -> Self {
         let mut connector = HttpConnector::new();
@@ -74,7 +80,13 @@ impl HttpNetwork {
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(POOL_IDLE)
             .build(connector);
-        HttpNetwork { client }
+        HttpNetwork { client, secret: None }
+    }
+
+    /// Like [`HttpNetwork::new`], every request signed with `secret`.
+    #[must_use]
+    pub fn with_secret(secret: ClusterSecret) -> Self {
+        HttpNetwork { secret: Some(secret), ..HttpNetwork::new() }
     }
 }
 
@@ -82,7 +94,7 @@ impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
     type Network = HttpConnection;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Self::Network {
-        HttpConnection { client: self.client.clone(), target, node: node.clone() }
+        HttpConnection { client: self.client.clone(), secret: self.secret.clone(), target, node: node.clone() }
     }
 }
 
@@ -91,6 +103,7 @@ impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
 #[derive(Clone)]
 pub struct HttpConnection {
     client: HttpClient,
+    secret: Option<ClusterSecret>,
     target: NodeId,
     node: BasicNode,
 }
@@ -142,9 +155,13 @@ impl HttpConnection {
     async fn post(&self, path: &str, body: Vec<u8>) -> Result<Bytes, Fault> {
         let uri = format!("http://{}{path}", self.node.addr);
         let length = body.len();
-        let request = hyper::Request::post(uri.as_str())
+        let mut request = hyper::Request::post(uri.as_str())
             .header(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"))
-            .header(CONTENT_LENGTH, length)
+            .header(CONTENT_LENGTH, length);
+        if let Some(secret) = &self.secret {
+            request = request.header(AUTH_HEADER, secret.sign("POST", path, &body, unix_now_ms()));
+        }
+        let request = request
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| Fault::Network(format!("no request could be made for {uri}: {e}")))?;
         let response = self.client.request(request).await.map_err(|e| classify(&uri, &e))?;
@@ -154,6 +171,13 @@ impl HttpConnection {
             .await
             .map_err(|e| classify(&uri, e.as_ref()))?
             .to_bytes();
+        if status == StatusCode::FORBIDDEN {
+            let text = String::from_utf8_lossy(&answer[..answer.len().min(200)]).into_owned();
+            return Err(Fault::Network(format!(
+                "{uri} refused this node's cluster authentication (403: {text}); do both hold the same \
+                 --cluster-secret-file?"
+            )));
+        }
         if status != StatusCode::OK {
             let text = String::from_utf8_lossy(&answer[..answer.len().min(200)]).into_owned();
             return Err(Fault::Network(format!("{uri} answered {status}: {text}")));

@@ -11,7 +11,9 @@
 //! appended in a later term are fenced (skipped by every replica).
 //!
 //! Nodes talk over HTTP/1.1 ([`HttpNetwork`] sends, [`answer_raft_rpc`] or
-//! [`serve_raft`] answers; the wire format is in `rpc.rs`), or in-process
+//! [`serve_raft`] answers; the wire format is in `rpc.rs`), each request
+//! signed with the group's [`ClusterSecret`] when one is given
+//! (`peer_auth.rs`), or in-process
 //! through a [`Router`] in tests. A node keeps its Raft log and latest
 //! snapshot in memory ([`LogStore`], [`StateMachine::new`]) or durably in a
 //! dir ([`DurableLogStore`], [`StateMachine::open`], both through
@@ -27,6 +29,7 @@ mod http_network;
 mod log_store;
 mod network;
 mod node;
+mod peer_auth;
 mod rpc;
 mod sink;
 mod state_machine;
@@ -38,6 +41,9 @@ pub use http_network::{HttpConnection, HttpNetwork};
 pub use log_store::LogStore;
 pub use network::{Connection, Network, Router};
 pub use node::Node;
+pub use peer_auth::{
+    AUTH_HEADER, AuthRefusal, ClusterSecret, MAX_CLOCK_SKEW, MIN_SECRET_BYTES, SecretError, unix_now_ms,
+};
 pub use rpc::{
     APPEND_PATH, MAX_RAFT_BODY_BYTES, RAFT_PATH_PREFIX, RpcError, SNAPSHOT_PATH, VOTE_PATH, answer_raft_rpc, serve_raft,
 };

@@ -43,6 +43,8 @@ pub struct Node {
     /// The term of the last engine started here, and its sink's gate.
     served: Mutex<Option<(u64, SinkGate)>>,
     log_recovery: Option<LogRecovery>,
+    /// Its log and state held nothing when it started.
+    started_empty: bool,
 }
 
 impl std::fmt::Debug for Node {
@@ -91,6 +93,15 @@ impl Node {
         N: RaftNetworkFactory<TypeConfig>,
         L: RaftLogStorage<TypeConfig>,
     {
+        let mut log = log;
+        // Read from the stores, not from openraft's metrics, which show
+        // defaults until Raft's core has loaded them.
+        let state = log.get_log_state().await.map_err(|e| ClusterError::Raft(e.to_string()))?;
+        let vote = log.read_vote().await.map_err(|e| ClusterError::Raft(e.to_string()))?;
+        let started_empty = vote.is_none()
+            && state.last_log_id.is_none()
+            && state.last_purged_log_id.is_none()
+            && state_machine.last_applied().is_none();
         let raft = Raft::new(id, config, network, log, state_machine.clone())
             .await
             .map_err(|e| ClusterError::Raft(e.to_string()))?;
@@ -102,6 +113,7 @@ impl Node {
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             served: Mutex::new(None),
             log_recovery: None,
+            started_empty,
         })
     }
 
@@ -139,6 +151,15 @@ impl Node {
         let mut node = Node::start_with(id, config, network, log, state_machine).await?;
         node.log_recovery = Some(recovery);
         Ok(node)
+    }
+
+    /// Whether the node's log and state held nothing when it started: no
+    /// vote, no entry (kept or purged), no snapshot. A new data dir, or one
+    /// that was lost: a voter must never come back this way
+    /// (docs/replication.md).
+    #[must_use]
+    pub fn started_empty(&self) -> bool {
+        self.started_empty
     }
 
     /// What opening the durable log found, for a node started by

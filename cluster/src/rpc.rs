@@ -10,7 +10,8 @@
 //! empty one) is refused as [`RpcError::BadBody`], an unknown path as
 //! [`RpcError::UnknownPath`], and no input panics. [`serve_raft`] reads at
 //! most [`MAX_RAFT_BODY_BYTES`] of any body, in bounded time, before it
-//! decides.
+//! decides; given a [`ClusterSecret`], it answers 403 to every request
+//! whose signature does not verify (`peer_auth.rs`) before Raft sees it.
 
 use std::convert::Infallible;
 use std::fmt;
@@ -36,6 +37,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::peer_auth::ClusterSecret;
 use crate::types::{NodeId, Raft, TypeConfig};
 
 /// The path prefix every Raft RPC is sent under; an HTTP server that also
@@ -160,7 +162,9 @@ fn answer<T: Serialize>(result: &T) -> Result<Vec<u8>, RpcError> {
 
 /// Serves the Raft RPCs of `raft` on `listener` over HTTP/1.1 (keep-alive)
 /// until `shutdown` completes; every other path is answered 404. For nodes
-/// without another HTTP server to route [`RAFT_PATH_PREFIX`] from.
+/// without another HTTP server to route [`RAFT_PATH_PREFIX`] from. With a
+/// `secret`, a request reaches Raft only if it is signed with it; any other
+/// is answered 403 (without one, nothing is checked).
 ///
 /// On shutdown the listener closes and requests in flight get a moment to
 /// finish; then every connection is closed. Dropping the returned future
@@ -170,7 +174,12 @@ fn answer<T: Serialize>(result: &T) -> Result<Vec<u8>, RpcError> {
 ///
 /// Only if the listener itself fails (not listening); a failed accept of one
 /// connection is waited out.
-pub async fn serve_raft(listener: TcpListener, raft: Raft, shutdown: impl Future<Output = ()>) -> io::Result<()> {
+pub async fn serve_raft(
+    listener: TcpListener,
+    raft: Raft,
+    secret: Option<ClusterSecret>,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
     let (stop, stopped) = watch::channel(false);
     // Owned by this future, so dropping it aborts the connections too.
     let mut connections = JoinSet::new();
@@ -180,7 +189,7 @@ pub async fn serve_raft(listener: TcpListener, raft: Raft, shutdown: impl Future
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    connections.spawn(serve_connection(stream, raft.clone(), stopped.clone()));
+                    connections.spawn(serve_connection(stream, raft.clone(), secret.clone(), stopped.clone()));
                 }
                 Err(e) if e.kind() == io::ErrorKind::InvalidInput => return Err(e),
                 Err(_) => tokio::time::sleep(ACCEPT_PAUSE).await,
@@ -195,12 +204,17 @@ pub async fn serve_raft(listener: TcpListener, raft: Raft, shutdown: impl Future
     Ok(())
 }
 
-async fn serve_connection(stream: TcpStream, raft: Raft, mut stopped: watch::Receiver<bool>) {
+async fn serve_connection(
+    stream: TcpStream,
+    raft: Raft,
+    secret: Option<ClusterSecret>,
+    mut stopped: watch::Receiver<bool>,
+) {
     // Heartbeats are small and latency-bound: send them at once.
     let _ = stream.set_nodelay(true);
     let service = service_fn(move |request| {
-        let raft = raft.clone();
-        async move { Ok::<_, Infallible>(respond(&raft, request).await) }
+        let (raft, secret) = (raft.clone(), secret.clone());
+        async move { Ok::<_, Infallible>(respond(&raft, secret.as_ref(), request).await) }
     });
     let connection = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -219,7 +233,7 @@ async fn serve_connection(stream: TcpStream, raft: Raft, mut stopped: watch::Rec
 
 type HttpResponse = hyper::Response<Full<Bytes>>;
 
-async fn respond(raft: &Raft, request: hyper::Request<Incoming>) -> HttpResponse {
+async fn respond(raft: &Raft, secret: Option<&ClusterSecret>, request: hyper::Request<Incoming>) -> HttpResponse {
     let path = request.uri().path().to_string();
     if !path.starts_with(RAFT_PATH_PREFIX) {
         return refusal(StatusCode::NOT_FOUND, format!("no such path: {path}"));
@@ -229,17 +243,28 @@ async fn respond(raft: &Raft, request: hyper::Request<Incoming>) -> HttpResponse
         response.headers_mut().insert(ALLOW, HeaderValue::from_static("POST"));
         return response;
     }
+    if secret.is_some()
+        && let Err(why) = ClusterSecret::screen(request.headers())
+    {
+        return forbidden(&why);
+    }
     let declared = request.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|length| length > MAX_RAFT_BODY_BYTES as u64) {
         return too_large();
     }
-    let read = Limited::new(request.into_body(), MAX_RAFT_BODY_BYTES).collect();
+    let (parts, body) = request.into_parts();
+    let read = Limited::new(body, MAX_RAFT_BODY_BYTES).collect();
     let body = match tokio::time::timeout(BODY_READ_TIMEOUT, read).await {
         Err(_) => return refusal(StatusCode::REQUEST_TIMEOUT, "the body did not arrive in time".to_string()),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
         Ok(Err(e)) => return refusal(StatusCode::BAD_REQUEST, format!("the body could not be read: {e}")),
         Ok(Ok(collected)) => collected.to_bytes(),
     };
+    if let Some(secret) = secret
+        && let Err(why) = secret.verify_request(&parts.method, &path, &parts.headers, &body)
+    {
+        return forbidden(&why);
+    }
     match answer_raft_rpc(raft, &path, &body).await {
         Ok(answer) => {
             let mut response = hyper::Response::new(Full::new(Bytes::from(answer)));
@@ -249,6 +274,10 @@ async fn respond(raft: &Raft, request: hyper::Request<Incoming>) -> HttpResponse
         Err(e @ RpcError::UnknownPath(_)) => refusal(StatusCode::NOT_FOUND, e.to_string()),
         Err(e @ RpcError::BadBody(_)) => refusal(StatusCode::BAD_REQUEST, e.to_string()),
     }
+}
+
+fn forbidden(why: &crate::peer_auth::AuthRefusal) -> HttpResponse {
+    refusal(StatusCode::FORBIDDEN, format!("cluster authentication failed: {why}"))
 }
 
 fn too_large() -> HttpResponse {

@@ -545,3 +545,27 @@ fn a_node_killed_with_sigkill_keeps_every_acknowledged_send() {
     drop((q, engine));
     rt.block_on(node.raft().shutdown()).unwrap();
 }
+
+#[test]
+fn a_node_knows_whether_its_dir_held_anything_when_it_started() {
+    let dir = TempDir::new("started-empty");
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let open = |rt: &Runtime| {
+        let router = Router::new();
+        let node = rt.block_on(Node::open(1, config(), router.factory(1), dir.path())).unwrap();
+        router.register(1, node.raft().clone());
+        (router, node)
+    };
+    let (_router, node) = open(&rt);
+    assert!(node.started_empty(), "a new dir");
+    rt.block_on(node.raft().initialize(BTreeSet::from([1]))).unwrap();
+    let wait = node.raft().wait(Some(WAIT));
+    rt.block_on(wait.state(ServerState::Leader, "leads")).unwrap();
+    rt.block_on(node.raft().shutdown()).unwrap();
+    drop(node);
+    // Reopened at once: the stores hold its vote and log, even before Raft's
+    // metrics show them.
+    let (_router, node) = open(&rt);
+    assert!(!node.started_empty(), "a used dir");
+    rt.block_on(node.raft().shutdown()).unwrap();
+}

@@ -2,8 +2,9 @@
 //! listener served by `serve_raft` and sends through an `HttpNetwork`, as
 //! separate processes would. The leader's writes reach the followers, a new
 //! leader is elected over the wire when the old one goes away, a learner
-//! catches up from a snapshot sent in chunks, and each way an RPC can fail
-//! comes back as the `RPCError` openraft acts on.
+//! catches up from a snapshot sent in chunks, each way an RPC can fail
+//! comes back as the `RPCError` openraft acts on, and with a cluster secret
+//! only nodes holding it take part.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,7 +12,8 @@ use std::time::Duration;
 
 use leaseq::{Engine, Error, QueueConfig, ReceiveOptions};
 use leaseq_cluster::{
-    HttpNetwork, LogStore, MAX_RAFT_BODY_BYTES, Node, NodeId, Raft, StateMachine, VOTE_PATH, serve_raft,
+    AUTH_HEADER, ClusterSecret, HttpNetwork, LogStore, MAX_RAFT_BODY_BYTES, Node, NodeId, Raft, StateMachine,
+    VOTE_PATH, serve_raft, unix_now_ms,
 };
 use openraft::error::RPCError;
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
@@ -63,27 +65,42 @@ impl Cluster {
     /// `n` nodes, ids 1..=n, initialized as one group with each one's
     /// address.
     fn new(n: u64) -> Cluster {
+        Self::with_secrets(n, |_| None)
+    }
+
+    /// Like `new`, node `id` signing and checking with `secret(id)`.
+    fn with_secrets(n: u64, secret: impl Fn(NodeId) -> Option<ClusterSecret>) -> Cluster {
         let mut cluster = Cluster { rt: runtime(), members: BTreeMap::new() };
         for id in 1..=n {
-            cluster.add(id);
+            cluster.add_with(id, secret(id));
         }
-        let members: BTreeMap<NodeId, BasicNode> =
-            cluster.members.iter().map(|(&id, m)| (id, BasicNode::new(m.addr.clone()))).collect();
-        cluster.rt.block_on(cluster.raft(1).initialize(members)).unwrap();
+        cluster.rt.block_on(cluster.raft(1).initialize(cluster.membership())).unwrap();
         cluster
+    }
+
+    /// Every member and its address.
+    fn membership(&self) -> BTreeMap<NodeId, BasicNode> {
+        self.members.iter().map(|(&id, m)| (id, BasicNode::new(m.addr.clone()))).collect()
     }
 
     /// Starts node `id` with its own listener on a free loopback port.
     fn add(&mut self, id: NodeId) {
+        self.add_with(id, None);
+    }
+
+    /// Like `add`, the node signing its RPCs with `secret` and refusing
+    /// those not signed with it.
+    fn add_with(&mut self, id: NodeId, secret: Option<ClusterSecret>) {
         let (node, addr, stop, server) = self.rt.block_on(async {
             let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap().to_string();
-            let node = Node::start_with(id, config(), HttpNetwork::new(), LogStore::new(), StateMachine::new())
+            let network = secret.clone().map_or_else(HttpNetwork::new, HttpNetwork::with_secret);
+            let node = Node::start_with(id, config(), network, LogStore::new(), StateMachine::new())
                 .await
                 .unwrap()
                 .with_write_timeout(Duration::from_secs(1));
             let (stop, stopped) = oneshot::channel::<()>();
-            let server = tokio::spawn(serve_raft(listener, node.raft().clone(), async {
+            let server = tokio::spawn(serve_raft(listener, node.raft().clone(), secret, async {
                 let _ = stopped.await;
             }));
             (node, addr, stop, server)
@@ -360,7 +377,7 @@ fn each_failure_comes_back_as_the_rpc_error_openraft_acts_on() {
         let node =
             Node::start_with(1, config(), HttpNetwork::new(), LogStore::new(), StateMachine::new()).await.unwrap();
         let raft = node.raft().clone();
-        let server = tokio::spawn(serve_raft(listener, raft.clone(), std::future::pending()));
+        let server = tokio::spawn(serve_raft(listener, raft.clone(), None, std::future::pending()));
         let granted = vote_at(&addr, 1, ttl).await.unwrap();
         assert!(granted.vote_granted, "{granted:?}");
         raft.shutdown().await.unwrap();
@@ -395,7 +412,7 @@ fn serve_raft_answers_only_raft_rpcs() {
         let node =
             Node::start_with(1, config(), HttpNetwork::new(), LogStore::new(), StateMachine::new()).await.unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(serve_raft(listener, node.raft().clone(), async {
+        let server = tokio::spawn(serve_raft(listener, node.raft().clone(), None, async {
             let _ = stopped.await;
         }));
         let post = |path: &str, body: &str| {
@@ -420,4 +437,127 @@ fn serve_raft_answers_only_raft_rpcs() {
         assert!(tokio::net::TcpStream::connect(&addr).await.is_err());
         node.raft().shutdown().await.unwrap();
     });
+}
+
+fn secret(text: &str) -> ClusterSecret {
+    ClusterSecret::new(&text.repeat(64)).unwrap()
+}
+
+/// A raw `POST path` with `body` and, if given, an auth header.
+fn raw_post(path: &str, body: &[u8], auth: Option<&str>) -> Vec<u8> {
+    let auth = auth.map(|value| format!("{AUTH_HEADER}: {value}\r\n")).unwrap_or_default();
+    let mut request =
+        format!("POST {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n{auth}content-length: {}\r\n\r\n", body.len())
+            .into_bytes();
+    request.extend_from_slice(body);
+    request
+}
+
+/// Sends one raw request to `addr` and returns the status and the body.
+async fn answer_of(addr: &str, request: &[u8]) -> (u16, Vec<u8>) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(WAIT, stream.read_to_end(&mut answer)).await.unwrap().unwrap();
+    let split = answer.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP answer");
+    let head = String::from_utf8_lossy(&answer[..split]).into_owned();
+    let status = head.split(' ').nth(1).and_then(|code| code.parse().ok()).unwrap_or_else(|| panic!("{head:?}"));
+    (status, answer[split + 4..].to_vec())
+}
+
+#[test]
+fn a_group_with_a_secret_elects_replicates_and_refuses_unsigned_rpcs() {
+    let cluster = Cluster::with_secrets(3, |_| Some(secret("s")));
+    let leader = cluster.leader(&[1, 2, 3]);
+    let engine = cluster.start_engine(leader);
+    let q = engine.create_queue("q", QueueConfig::default()).unwrap();
+    for i in 0..5u8 {
+        q.send(vec![i]).unwrap();
+    }
+    for follower in [1, 2, 3].into_iter().filter(|&id| id != leader) {
+        assert_eq!(cluster.converged(follower, leader).messages(), 5);
+    }
+
+    let target = cluster.members[&leader].addr.clone();
+    let ttl = Duration::from_secs(2);
+    cluster.rt.block_on(async {
+        // A vote request in a much later term: granted, it would depose the
+        // leader. Unsigned or signed with another secret it never reaches
+        // Raft.
+        let vote = leaseq_cluster_vote_body(1_000);
+        let (status, body) = answer_of(&target, &raw_post(VOTE_PATH, &vote, None)).await;
+        assert_eq!(status, 403, "{}", String::from_utf8_lossy(&body));
+        assert!(String::from_utf8_lossy(&body).contains("cluster authentication failed"));
+        let forged = secret("w").sign("POST", VOTE_PATH, &vote, unix_now_ms());
+        assert_eq!(answer_of(&target, &raw_post(VOTE_PATH, &vote, Some(&forged))).await.0, 403);
+        // The right signature on another body, or an old one, is refused.
+        let other_body = secret("s").sign("POST", VOTE_PATH, b"something else", unix_now_ms());
+        assert_eq!(answer_of(&target, &raw_post(VOTE_PATH, &vote, Some(&other_body))).await.0, 403);
+        let stale = secret("s").sign("POST", VOTE_PATH, &vote, unix_now_ms() - 10 * 60 * 1000);
+        assert_eq!(answer_of(&target, &raw_post(VOTE_PATH, &vote, Some(&stale))).await.0, 403);
+        assert_eq!(answer_of(&target, &raw_post(VOTE_PATH, &vote, Some("v1:garbage"))).await.0, 403);
+        // Properly signed garbage gets past the check, to the body's.
+        let signed_garbage = secret("s").sign("POST", VOTE_PATH, b"garbage", unix_now_ms());
+        assert_eq!(answer_of(&target, &raw_post(VOTE_PATH, b"garbage", Some(&signed_garbage))).await.0, 400);
+
+        // Through an unsigned client, the 403 is a network error, not a
+        // Raft answer.
+        let unsigned = vote_at(&target, 1_000, ttl).await;
+        assert!(matches!(&unsigned, Err(RPCError::Network(e)) if e.to_string().contains("403")), "{unsigned:?}");
+        let mut wrong = HttpNetwork::with_secret(secret("w")).new_client(leader, &BasicNode::new(&target)).await;
+        let refused = wrong.vote(VoteRequest::new(Vote::new(1_000, 2), None), RPCOption::new(ttl)).await;
+        assert!(matches!(&refused, Err(RPCError::Network(e)) if e.to_string().contains("403")), "{refused:?}");
+    });
+    // None of it reached Raft: a vote granted in term 1,000 would have
+    // moved every node there.
+    for id in [1, 2, 3] {
+        let metrics = cluster.raft(id).metrics().borrow().clone();
+        assert!(metrics.current_term < 1_000, "node {id}: {metrics:?}");
+    }
+    q.send("still served").unwrap();
+    drop((q, engine));
+}
+
+/// The body of a vote request from node 2 in `term`, as the wire carries it.
+fn leaseq_cluster_vote_body(term: u64) -> Vec<u8> {
+    use bincode::Options;
+    let request = VoteRequest::<NodeId>::new(Vote::new(term, 2), None);
+    bincode::DefaultOptions::new().serialize(&request).unwrap()
+}
+
+#[test]
+fn a_node_with_another_secret_can_neither_vote_nor_be_appended_to() {
+    // Node 3 holds another secret; all three start from the same
+    // membership, so node 3 stands for election when it hears no leader.
+    let cluster = Cluster::with_secrets(3, |id| Some(secret(if id == 3 { "w" } else { "s" })));
+    cluster.rt.block_on(cluster.raft(3).initialize(cluster.membership())).unwrap();
+    let leader = cluster.leader(&[1, 2]);
+    let engine = cluster.start_engine(leader);
+    let q = engine.create_queue("q", QueueConfig::default()).unwrap();
+    for i in 0..5u8 {
+        q.send(vec![i]).unwrap();
+    }
+    let other = if leader == 1 { 2 } else { 1 };
+    assert_eq!(cluster.converged(other, leader).messages(), 5);
+    let term = cluster.raft(leader).metrics().borrow().current_term;
+
+    // Several of node 3's election timeouts pass.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let outsider = cluster.raft(3).metrics().borrow().clone();
+    assert_ne!(outsider.state, ServerState::Leader, "{outsider:?}");
+    assert!(outsider.current_leader.is_none_or(|id| id == 3), "{outsider:?}");
+    // Nothing was appended to it beyond the membership it started with.
+    assert_eq!(outsider.last_log_index, Some(0), "{outsider:?}");
+    assert_eq!(cluster.members[&3].node.replica_state().messages(), 0);
+    assert!(outsider.current_term > term, "node 3 stood for election: {outsider:?}");
+    // Its vote requests never reached the others (their term did not follow
+    // its), and the group's leader has no match for it.
+    let leader = cluster.leader(&[1, 2]);
+    let metrics = cluster.raft(leader).metrics().borrow().clone();
+    assert!(metrics.current_term < outsider.current_term, "{metrics:?}\n{outsider:?}");
+    let replication = metrics.replication.clone().expect("the leader replicates");
+    assert_eq!(replication.get(&3), Some(&None), "{replication:?}");
+    let other = if leader == 1 { 2 } else { 1 };
+    assert!(replication.get(&other).is_some_and(|matched| matched.is_some()), "{replication:?}");
+    drop((q, engine));
 }

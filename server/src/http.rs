@@ -6,8 +6,10 @@
 //! closed); at most `max_connections` connections are open at once (the
 //! listener accepts the next only when one closes, so the rest wait in the
 //! kernel's backlog); with credentials, only requests whose SigV4 signature
-//! verifies reach an action; on shutdown the listener closes, long polls end
-//! early, and open requests are given `DRAIN` to finish.
+//! verifies reach an action; with a cluster secret, only Raft RPCs and
+//! `/cluster/` requests signed with it reach Raft or the admin endpoints; on
+//! shutdown the listener closes, long polls end early, and open requests are
+//! given `DRAIN` to finish.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -371,8 +373,12 @@ async fn answer(request: Request<Incoming>, state: &State) -> Result<Answer, Sqs
     dispatch(call, &action, &body).await.map(Answer::Value)
 }
 
-/// Answers Raft's RPCs and the `/cluster/...` endpoints.
+/// Answers Raft's RPCs and the `/cluster/...` endpoints; with a cluster
+/// secret, only requests signed with it get past the first lines (403).
 async fn cluster_endpoint(request: Request<Incoming>, front: &ClusterFront, state: &State) -> Response<Full<Bytes>> {
+    if let Err(why) = front.screen_peer(request.headers()) {
+        return failure(StatusCode::FORBIDDEN, format!("cluster authentication failed: {why}"));
+    }
     let (parts, body) = request.into_parts();
     let body = Limited::new(body, MAX_RAFT_BODY_BYTES);
     let body = match tokio::time::timeout(state.limits.idle_timeout, body.collect()).await {
@@ -380,6 +386,9 @@ async fn cluster_endpoint(request: Request<Incoming>, front: &ClusterFront, stat
         Ok(Err(e)) => return failure(StatusCode::BAD_REQUEST, format!("the request body could not be read: {e}")),
         Err(_) => return failure(StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time"),
     };
+    if let Err(why) = front.verify_peer(&parts, &body) {
+        return failure(StatusCode::FORBIDDEN, format!("cluster authentication failed: {why}"));
+    }
     let path = parts.uri.path();
     if path.starts_with(RAFT_PATH_PREFIX) {
         if parts.method != Method::POST {

@@ -44,7 +44,7 @@ mod settings;
 mod sigv4;
 
 pub use address::{ACCOUNT, REGION};
-pub use bind::check_bind;
+pub use bind::{check_bind, check_cluster_bind};
 pub use cluster::{ClusterConfig, ClusterFront, RaftTiming, Status as ClusterStatus, admin_request};
 pub use error::{ErrorCode, SqsError};
 pub use http::{ConnectionLimits, MAX_BODY_BYTES, ServeOptions, serve, serve_cluster, serve_with, serve_with_auth};

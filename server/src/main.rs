@@ -11,9 +11,10 @@ use std::collections::BTreeMap;
 use clap::{Parser, Subcommand};
 use hyper::Method;
 use leaseq::{Engine, SyncPolicy};
+use leaseq_cluster::ClusterSecret;
 use leaseq_server::{
     ClusterConfig, ClusterFront, ConnectionLimits, Credentials, RaftTiming, Registry, ServeOptions, admin_request,
-    check_bind, serve_cluster, serve_with,
+    check_bind, check_cluster_bind, serve_cluster, serve_with,
 };
 
 // The binary picks the allocator (the library never imposes one): the
@@ -31,16 +32,26 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 ///
 /// Cluster mode (--cluster): this server is one node of a Raft group; the
 /// leader serves, followers forward to it. Raft's RPCs and the /cluster/
-/// endpoints share the port and are not authenticated, so a cluster node
-/// binds loopback only unless --insecure-no-auth is given (put the group on
-/// a private network). `leaseq-server cluster ...` asks a node about its
-/// group or changes the membership.
+/// endpoints share the port; with --cluster-secret-file every one of them
+/// must be signed (HMAC-SHA256) with the group's shared secret. A cluster
+/// node beyond loopback needs both --credentials-file and
+/// --cluster-secret-file, or --insecure-no-auth. The secret authenticates
+/// peers and protects integrity, not confidentiality: messages travel in
+/// clear, so across a network you do not trust, run the group inside a TLS
+/// tunnel or WireGuard. `leaseq-server cluster ...` asks a node about its
+/// group or changes the membership (give it the same secret file).
+///
+/// A node starting on an empty data dir first asks its --peer nodes; if one
+/// lists it as a voter (it lost its data dir), it refuses to start: remove
+/// it with `cluster change-membership`, restart it, then `cluster
+/// add-learner` and `cluster change-membership` with it again.
 #[derive(Debug, Parser)]
 #[command(name = "leaseq-server", version)]
 struct Args {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Address to listen on; beyond loopback it needs --credentials-file or
+    /// Address to listen on; beyond loopback it needs --credentials-file
+    /// (and, for a cluster node, --cluster-secret-file) or
     /// --insecure-no-auth.
     #[arg(long, default_value = "127.0.0.1:9324")]
     bind: SocketAddr,
@@ -82,7 +93,8 @@ struct Args {
     #[arg(long = "peer", value_parser = parse_peer, requires = "cluster")]
     peers: Vec<(u64, String)>,
     /// Make the --peer list the group's first membership if this node's log
-    /// is empty (give it to one node; ignored once the node holds a log).
+    /// is empty, once every other --peer is up and checked (give it to one
+    /// node; ignored once the node holds a log).
     #[arg(long, requires = "cluster")]
     bootstrap: bool,
     /// Raft's shortest election timeout in ms (the longest is twice it,
@@ -90,6 +102,18 @@ struct Args {
     #[arg(long, default_value_t = 400, requires = "cluster",
           value_parser = clap::value_parser!(u64).range(40..=60_000))]
     election_timeout_ms: u64,
+    /// A file holding the group's shared secret (text, at least 32 bytes
+    /// after trimming; make one with `openssl rand -hex 32`): this node
+    /// signs its Raft RPCs with it and refuses Raft RPCs and /cluster/
+    /// requests not signed with it (cluster mode).
+    #[arg(long, requires = "cluster")]
+    cluster_secret_file: Option<PathBuf>,
+    /// On an empty data dir, start even if no --peer answers: you know this
+    /// node is not a voter of the group (a new node, or one removed). A
+    /// node that a peer lists as a voter is refused regardless (cluster
+    /// mode).
+    #[arg(long, requires = "cluster")]
+    join_as_new: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -108,6 +132,9 @@ enum ClusterAction {
         /// The node's address (any member).
         #[arg(long, default_value = "127.0.0.1:9324")]
         node: String,
+        /// The group's secret file, if its nodes have one.
+        #[arg(long)]
+        cluster_secret_file: Option<PathBuf>,
     },
     /// Add a non-voting member; returns once it has caught up.
     AddLearner {
@@ -120,6 +147,9 @@ enum ClusterAction {
         /// The new member's HOST:PORT.
         #[arg(long)]
         addr: SocketAddr,
+        /// The group's secret file, if its nodes have one.
+        #[arg(long)]
+        cluster_secret_file: Option<PathBuf>,
     },
     /// Make exactly these members the voters (add learners first; a voter
     /// left out is removed from the group).
@@ -130,6 +160,9 @@ enum ClusterAction {
         /// The voters' ids, comma-separated.
         #[arg(long, value_delimiter = ',', required = true)]
         voters: Vec<u64>,
+        /// The group's secret file, if its nodes have one.
+        #[arg(long)]
+        cluster_secret_file: Option<PathBuf>,
     },
 }
 
@@ -236,18 +269,21 @@ fn http_runtime(writes_wait: bool) -> Result<tokio::runtime::Runtime, String> {
 
 /// `leaseq-server cluster ...`: one request to a node, its answer printed.
 fn cluster_command(action: &ClusterAction) -> Result<(), String> {
-    let (node, method, path, body) = match action {
-        ClusterAction::Status { node } => (node, Method::GET, "/cluster/status", None),
-        ClusterAction::AddLearner { node, id, addr } => {
-            let body = serde_json::json!({ "id": id, "addr": addr.to_string() }).to_string();
-            (node, Method::POST, "/cluster/add-learner", Some(body))
+    let (node, method, path, body, secret_file) = match action {
+        ClusterAction::Status { node, cluster_secret_file } => {
+            (node, Method::GET, "/cluster/status", None, cluster_secret_file)
         }
-        ClusterAction::ChangeMembership { node, voters } => {
+        ClusterAction::AddLearner { node, id, addr, cluster_secret_file } => {
+            let body = serde_json::json!({ "id": id, "addr": addr.to_string() }).to_string();
+            (node, Method::POST, "/cluster/add-learner", Some(body), cluster_secret_file)
+        }
+        ClusterAction::ChangeMembership { node, voters, cluster_secret_file } => {
             let body = serde_json::json!({ "voters": voters }).to_string();
-            (node, Method::POST, "/cluster/change-membership", Some(body))
+            (node, Method::POST, "/cluster/change-membership", Some(body), cluster_secret_file)
         }
     };
-    let answer = runtime()?.block_on(admin_request(node, method, path, body))?;
+    let secret = secret_file.as_deref().map(ClusterSecret::from_file).transpose().map_err(|e| e.to_string())?;
+    let answer = runtime()?.block_on(admin_request(node, method, path, body, secret.as_ref()))?;
     println!("{answer}");
     Ok(())
 }
@@ -271,13 +307,25 @@ fn run_cluster(args: Args) -> Result<(), String> {
         return Err(format!("--peer {node_id}={addr} is not this node's --bind {}", args.bind));
     }
     let credentials = args.credentials_file.as_deref().map(Credentials::from_file).transpose()?;
-    // Raft's RPCs and /cluster/ are unauthenticated whatever the credentials.
-    if let Some(warning) = check_bind(args.bind, false, args.insecure_no_auth)? {
+    let secret =
+        args.cluster_secret_file.as_deref().map(ClusterSecret::from_file).transpose().map_err(|e| e.to_string())?;
+    if let Some(warning) =
+        check_cluster_bind(args.bind, credentials.is_some(), secret.is_some(), args.insecure_no_auth)?
+    {
         eprintln!("leaseq-server: WARNING: {warning}");
     }
     let election_min = Duration::from_millis(args.election_timeout_ms);
     let timing = RaftTiming { heartbeat: election_min / 4, election_min, election_max: election_min * 2 };
-    let config = ClusterConfig { node_id, peers, data_dir: data_dir.clone(), bootstrap: args.bootstrap, timing };
+    let peer_auth = if secret.is_some() { "peers signed" } else { "peers NOT authenticated" };
+    let config = ClusterConfig {
+        node_id,
+        peers,
+        data_dir: data_dir.clone(),
+        bootstrap: args.bootstrap,
+        timing,
+        secret,
+        join_as_new: args.join_as_new,
+    };
     http_runtime(true)?.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.bind)
             .await
@@ -285,7 +333,7 @@ fn run_cluster(args: Args) -> Result<(), String> {
         let local = listener.local_addr().map_err(|e| e.to_string())?;
         let front = ClusterFront::start(config).await?;
         eprintln!(
-            "leaseq-server: node {node_id} listening on http://{local} (cluster mode, Raft log in {})",
+            "leaseq-server: node {node_id} listening on http://{local} (cluster mode, Raft log in {}, {peer_auth})",
             data_dir.display()
         );
         let limits = ConnectionLimits {
@@ -293,8 +341,18 @@ fn run_cluster(args: Args) -> Result<(), String> {
             idle_timeout: Duration::from_secs(args.idle_timeout_secs),
         };
         let options = ServeOptions { credentials, limits };
-        let served = serve_cluster(listener, front.clone(), options, stop_signal()).await;
+        // The rejoin interlock may refuse this node: then it stops too.
+        let stop = async {
+            tokio::select! {
+                () = stop_signal() => {}
+                _ = front.refused() => {}
+            }
+        };
+        let served = serve_cluster(listener, front.clone(), options, stop).await;
         front.shutdown().await;
+        if let Some(why) = front.refusal() {
+            return Err(why);
+        }
         served.map_err(|e| e.to_string())?;
         eprintln!("leaseq-server: node {node_id} stopped");
         Ok(())

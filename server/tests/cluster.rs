@@ -243,3 +243,183 @@ async fn queue_attributes_survive_a_failover() {
     assert_eq!(got["MaximumMessageSize"], json!("2048"), "{got}");
     assert_eq!(got["VisibilityTimeout"], json!("45"), "{got}");
 }
+
+/// A raw request to `addr` with an optional auth header line; its status.
+async fn status_of(addr: SocketAddr, method: &str, path: &str, body: &str, auth: &str) -> (u16, String) {
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\n\
+         {auth}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let reply = common::cluster::exchange(addr, request.as_bytes(), CALL).await.unwrap();
+    (reply.status, reply.body)
+}
+
+fn auth_line(secret: &leaseq_cluster::ClusterSecret, method: &str, path: &str, body: &str) -> String {
+    let value = secret.sign(method, path, body.as_bytes(), leaseq_cluster::unix_now_ms());
+    format!("{}: {value}\r\n", leaseq_cluster::AUTH_HEADER)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_with_a_secret_serves_and_refuses_what_is_not_signed_with_it() {
+    let cluster = ProcessCluster::start_signed("peer-auth", 3, Vec::new());
+    let leader = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
+    let follower = [1, 2, 3].into_iter().find(|&id| id != leader).unwrap();
+    // SQS through a follower: forwarded, replicated over signed RPCs.
+    let f = cluster.addr(follower);
+    let url = call(f, "CreateQueue", json!({"QueueName": "guarded"})).await["QueueUrl"].as_str().unwrap().to_string();
+    call(f, "SendMessage", json!({"QueueUrl": url, "MessageBody": "kept"})).await;
+
+    let right = cluster.secret.clone().unwrap();
+    let wrong = leaseq_cluster::ClusterSecret::new(&"0".repeat(64)).unwrap();
+    let remove = r#"{"voters":[1]}"#;
+    for id in [leader, follower] {
+        let addr = cluster.addr(id);
+        for (what, auth) in [
+            ("unsigned", String::new()),
+            ("another secret", auth_line(&wrong, "POST", "/cluster/change-membership", remove)),
+            (
+                "signed for another body",
+                auth_line(&right, "POST", "/cluster/change-membership", r#"{"voters":[1,2,3]}"#),
+            ),
+            ("signed for another path", auth_line(&right, "POST", "/cluster/add-learner", remove)),
+        ] {
+            let (status, body) = status_of(addr, "POST", "/cluster/change-membership", remove, &auth).await;
+            assert_eq!(status, 403, "change-membership {what} on node {id}: {body}");
+            assert!(body.contains("cluster authentication failed"), "{body}");
+        }
+        let append = "not even bincode";
+        for auth in [String::new(), auth_line(&wrong, "POST", "/raft/append", append)] {
+            let (status, body) = status_of(addr, "POST", "/raft/append", append, &auth).await;
+            assert_eq!(status, 403, "/raft/append on node {id}: {body}");
+        }
+        // Signed, the same garbage gets past the check to the body's.
+        let signed = auth_line(&right, "POST", "/raft/append", append);
+        assert_eq!(status_of(addr, "POST", "/raft/append", append, &signed).await.0, 400);
+        assert_eq!(status_of(addr, "GET", "/cluster/status", "", "").await.0, 403);
+    }
+    // Nothing changed: three voters, and the message is still there.
+    for id in [1, 2, 3] {
+        let status = cluster.status(id).await.unwrap_or_else(|| panic!("node {id}\n{}", cluster.logs()));
+        assert_eq!(status["voters"], json!([1, 2, 3]), "node {id}: {status}");
+    }
+    assert_eq!(visible(cluster.addr(leader), &url).await, 1);
+
+    // The command signs with the file it is given, and is refused without
+    // it or with another secret.
+    let node = f.to_string();
+    let secret_file = cluster.secret_file().display().to_string();
+    let status = run_command(&["cluster", "status", "--node", &node, "--cluster-secret-file", &secret_file])
+        .unwrap_or_else(|e| panic!("status with the secret: {e}"));
+    let status: Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["voters"], json!([1, 2, 3]), "{status}");
+    let refused = run_command(&["cluster", "status", "--node", &node]).unwrap_err();
+    assert!(refused.contains("403") && refused.contains("--cluster-secret-file"), "{refused}");
+    let wrong_file = cluster.root.join("wrong.secret");
+    std::fs::write(&wrong_file, "1".repeat(64)).unwrap();
+    let wrong_file = wrong_file.display().to_string();
+    let refused = run_command(&[
+        "cluster",
+        "change-membership",
+        "--node",
+        &node,
+        "--voters",
+        "1",
+        "--cluster-secret-file",
+        &wrong_file,
+    ])
+    .unwrap_err();
+    assert!(refused.contains("403"), "{refused}");
+    let short_file = cluster.root.join("short.secret");
+    std::fs::write(&short_file, "too short\n").unwrap();
+    let short_file = short_file.display().to_string();
+    let refused =
+        run_command(&["cluster", "status", "--node", &node, "--cluster-secret-file", &short_file]).unwrap_err();
+    assert!(refused.contains("9 bytes, less than the 32 required"), "{refused}");
+    assert_eq!(cluster.status(leader).await.unwrap()["voters"], json!([1, 2, 3]));
+
+    // A node refuses to start with a short secret, and beyond loopback
+    // without SigV4 credentials as well (192.0.2.1 is a documentation
+    // address: the check comes before any bind).
+    let data_dir = cluster.root.join("never").display().to_string();
+    let node_args = ["--cluster", "--node-id", "9", "--data-dir", &data_dir, "--bind"];
+    let mut short = node_args.to_vec();
+    short.extend(["127.0.0.1:9", "--cluster-secret-file", &short_file]);
+    let refused = run_command(&short).unwrap_err();
+    assert!(refused.contains("less than the 32 required"), "{refused}");
+    let mut beyond = node_args.to_vec();
+    beyond.extend(["192.0.2.1:9", "--cluster-secret-file", &secret_file]);
+    let refused = run_command(&beyond).unwrap_err();
+    assert!(refused.contains("refusing to listen") && refused.contains("--credentials-file"), "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_that_lost_its_data_dir_is_refused_until_removed_and_added_again() {
+    let mut cluster = ProcessCluster::start_signed("rejoin", 3, Vec::new());
+    let leader = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
+    let entry = cluster.addr(leader);
+    let url = call(entry, "CreateQueue", json!({"QueueName": "kept"})).await["QueueUrl"].as_str().unwrap().to_string();
+    call(entry, "SendMessage", json!({"QueueUrl": url, "MessageBody": "sent before"})).await;
+
+    // A follower loses its disk and comes back under the same id: refused,
+    // with what to do.
+    let lost = [1, 2, 3].into_iter().find(|&id| id != leader).unwrap();
+    let others: Vec<u64> = [1, 2, 3].into_iter().filter(|&id| id != lost).collect();
+    cluster.kill(lost);
+    cluster.wipe(lost);
+    cluster.spawn(lost);
+    let exit = cluster.wait_exit(lost, Duration::from_secs(15)).unwrap_or_else(|| panic!("{}", cluster.logs()));
+    assert!(!exit.success(), "{exit:?}");
+    let log = cluster.log_tail(lost);
+    assert!(log.contains("lists it as a voter"), "{log}");
+    assert!(log.contains("change-membership") && log.contains("add-learner"), "{log}");
+    // It took no part: the group serves with the other two, unchanged.
+    for &id in &others {
+        assert_eq!(cluster.status(id).await.unwrap()["voters"], json!([1, 2, 3]));
+    }
+    assert_eq!(visible(entry, &url).await, 1);
+
+    // Removed, it starts (empty) and joins again as a learner, then a voter.
+    let secret_file = cluster.secret_file().display().to_string();
+    let via = cluster.addr(others[0]).to_string();
+    let admin = |args: &[&str]| {
+        let mut all = vec!["cluster"];
+        all.extend_from_slice(args);
+        all.extend(["--node", &via, "--cluster-secret-file", &secret_file]);
+        run_command(&all)
+    };
+    let remaining: Vec<String> = others.iter().map(u64::to_string).collect();
+    admin(&["change-membership", "--voters", &remaining.join(",")])
+        .unwrap_or_else(|e| panic!("remove: {e}\n{}", cluster.logs()));
+    cluster.wipe(lost);
+    cluster.spawn(lost);
+    let lost_addr = cluster.addr(lost).to_string();
+    // add-learner waits until it caught up.
+    let id = lost.to_string();
+    let mut added = admin(&["add-learner", "--id", &id, "--addr", &lost_addr]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while added.is_err() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        added = admin(&["add-learner", "--id", &id, "--addr", &lost_addr]);
+    }
+    added.unwrap_or_else(|e| panic!("add-learner: {e}\n{}", cluster.logs()));
+    admin(&["change-membership", "--voters", "1,2,3"]).unwrap_or_else(|e| panic!("re-add: {e}\n{}", cluster.logs()));
+    let status = cluster.status(lost).await.unwrap();
+    assert_eq!(status["voters"], json!([1, 2, 3]), "{status}");
+    assert_eq!(status["admitted"], json!(true), "{status}");
+
+    // It is a full voter again: with one of the others gone, the group
+    // still has a quorum, serves through it, and kept the first message.
+    let gone = others.iter().copied().find(|&id| id != leader).unwrap_or(others[1]);
+    cluster.kill(gone);
+    let survivor = cluster.addr(lost);
+    let kept = queue_url(survivor, "kept");
+    call(survivor, "SendMessage", json!({"QueueUrl": kept, "MessageBody": "sent after"})).await;
+    let received =
+        call(survivor, "ReceiveMessage", json!({"QueueUrl": kept, "MaxNumberOfMessages": 10, "VisibilityTimeout": 60}))
+            .await;
+    let mut bodies: Vec<String> =
+        received["Messages"].as_array().unwrap().iter().map(|m| m["Body"].as_str().unwrap().to_string()).collect();
+    bodies.sort();
+    assert_eq!(bodies, ["sent after", "sent before"], "{}", cluster.logs());
+}

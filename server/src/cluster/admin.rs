@@ -11,18 +11,22 @@
 //!
 //! Invariant: a membership change runs only on the leader; a follower sends
 //! it on (once) as it does SQS requests, and every failure is an answer with
-//! a 4xx/5xx status and a JSON `error`, never a dropped connection.
+//! a 4xx/5xx status and a JSON `error`, never a dropped connection. With a
+//! cluster secret, a request reaches these endpoints only once its signature
+//! verified (`http.rs`); a forwarded one keeps its header, so the leader
+//! verifies it again.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, StatusCode};
-use leaseq_cluster::NodeId;
+use leaseq_cluster::{AUTH_HEADER, ClusterSecret, NodeId, unix_now_ms};
 use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
 
 use super::ClusterFront;
+use super::admission::Admission;
 
 /// The path prefix of these endpoints.
 pub(crate) const ADMIN_PREFIX: &str = "/cluster/";
@@ -50,6 +54,15 @@ pub struct Status {
     pub voters: Vec<NodeId>,
     /// Every member (voters and learners) and its address.
     pub nodes: BTreeMap<NodeId, String>,
+    /// Whether this node takes part in Raft: false while a node that started
+    /// on an empty data dir checks with its peers that it is not a voter
+    /// (`admission.rs`).
+    #[serde(default = "taking_part")]
+    pub admitted: bool,
+}
+
+fn taking_part() -> bool {
+    true
 }
 
 #[derive(Debug, Deserialize)]
@@ -92,8 +105,14 @@ impl ClusterFront {
         let metrics = self.shared.node.raft().metrics().borrow().clone();
         let membership = metrics.membership_config.membership();
         let route = self.shared.role().route();
-        let unavailable = match &route {
-            super::role::Route::Unavailable(why) => Some(why.clone()),
+        let admission = self.admission();
+        let unavailable = match (&admission, &route) {
+            (Admission::Checking, _) => Some(
+                "this node started on an empty data dir and is checking with its peers that it is not a voter"
+                    .to_string(),
+            ),
+            (Admission::Refused(why), _) => Some(why.clone()),
+            (Admission::Admitted, super::role::Route::Unavailable(why)) => Some(why.clone()),
             _ => None,
         };
         Status {
@@ -107,6 +126,7 @@ impl ClusterFront {
             last_applied: metrics.last_applied.map(|id| id.index),
             voters: membership.voter_ids().collect(),
             nodes: membership.nodes().map(|(id, node)| (*id, node.addr.clone())).collect(),
+            admitted: admission == Admission::Admitted,
         }
     }
 
@@ -175,30 +195,43 @@ impl ClusterFront {
     }
 }
 
-/// Sends one admin request to the node at `node` (`host:port`) and returns
-/// the answer's body, or why it failed (including a non-2xx status's body).
+/// Sends one admin request to the node at `node` (`host:port`), signed with
+/// `secret` if given, and returns the answer's body, or why it failed
+/// (including a non-2xx status's body).
 ///
 /// # Errors
 ///
 /// The node cannot be reached, or answered with an error.
-pub async fn admin_request(node: &str, method: Method, path: &str, body: Option<String>) -> Result<String, String> {
+pub async fn admin_request(
+    node: &str,
+    method: Method,
+    path: &str,
+    body: Option<String>,
+    secret: Option<&ClusterSecret>,
+) -> Result<String, String> {
     let connector = hyper_util::client::legacy::connect::HttpConnector::new();
     let client: hyper_util::client::legacy::Client<_, Full<Bytes>> =
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
     let uri: hyper::Uri =
         format!("http://{node}{path}").parse().map_err(|e| format!("bad node address {node}: {e}"))?;
-    let request = hyper::Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(hyper::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(body.unwrap_or_default())))
-        .map_err(|e| e.to_string())?;
+    let body = Bytes::from(body.unwrap_or_default());
+    let mut request = hyper::Request::builder().header(hyper::header::CONTENT_TYPE, "application/json");
+    if let Some(secret) = secret {
+        request = request.header(AUTH_HEADER, secret.sign(method.as_str(), path, &body, unix_now_ms()));
+    }
+    let request = request.method(method).uri(uri).body(Full::new(body)).map_err(|e| e.to_string())?;
     let exchange = async {
         let response = client.request(request).await.map_err(|e| format!("{node}: {e}"))?;
         let status = response.status();
         let bytes = response.into_body().collect().await.map_err(|e| format!("{node}: {e}"))?.to_bytes();
         let text = String::from_utf8_lossy(&bytes).into_owned();
-        if status.is_success() { Ok(text) } else { Err(format!("{node} answered {status}: {text}")) }
+        if status.is_success() {
+            Ok(text)
+        } else if status == StatusCode::FORBIDDEN {
+            Err(format!("{node} refused the request ({status}: {text}); give the group's --cluster-secret-file"))
+        } else {
+            Err(format!("{node} answered {status}: {text}"))
+        }
     };
     tokio::time::timeout(std::time::Duration::from_secs(60), exchange)
         .await

@@ -11,12 +11,16 @@
 //! * The Raft log and snapshots are durable in the data dir, synced before
 //!   Raft counts an entry as stored, so an acknowledged call is on a quorum's
 //!   disks (docs/replication.md says what each call survives).
+//! * A node whose data dir holds nothing takes part in Raft only once its
+//!   peers said it is not a voter (`admission.rs`): a voter that lost its dir
+//!   must be removed and added again.
 //!
 //! Invariant: SQS requests are answered from a local engine only while the
 //! node serves a confirmed leadership (`role.rs`); nothing reaches an engine
 //! on a follower, and no request is forwarded twice.
 
 mod admin;
+mod admission;
 mod controller;
 mod forward;
 mod role;
@@ -30,7 +34,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::StatusCode;
 use hyper::http::request::Parts;
-use leaseq_cluster::{HttpNetwork, Node, NodeId, RpcError, answer_raft_rpc};
+use leaseq_cluster::{AuthRefusal, ClusterSecret, HttpNetwork, Node, NodeId, RpcError, answer_raft_rpc};
 use openraft::{BasicNode, SnapshotPolicy};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -40,6 +44,7 @@ pub use admin::{Status, admin_request};
 pub(crate) use forward::FORWARDED_BY;
 pub(crate) use role::Route;
 
+use admission::Admission;
 use controller::Shared;
 use forward::Forwarder;
 use role::Role;
@@ -78,17 +83,29 @@ pub struct ClusterConfig {
     /// Where this node keeps its Raft log and snapshots.
     pub data_dir: PathBuf,
     /// Make `peers` the group's first membership if this node's log is
-    /// empty (give it to one node, once; a node that already holds a log
-    /// ignores it).
+    /// empty, once every other peer is up and passed its own check
+    /// (`admission.rs`; give it to one node, once; a node that already holds
+    /// a log ignores it).
     pub bootstrap: bool,
     /// Heartbeat and election timeouts.
     pub timing: RaftTiming,
+    /// The group's shared secret: with it, this node signs its Raft RPCs
+    /// and refuses (403) every Raft RPC and `/cluster/` request not signed
+    /// with it; without, nothing is signed or checked.
+    pub secret: Option<ClusterSecret>,
+    /// On an empty data dir, take part even if no peer answers (the operator
+    /// knows this node is not a voter); a peer that names it as a voter
+    /// still refuses it.
+    pub join_as_new: bool,
 }
 
 /// A running cluster node as the HTTP layer uses it.
 #[derive(Debug)]
 pub struct ClusterFront {
     shared: Arc<Shared>,
+    secret: Option<ClusterSecret>,
+    /// Where this node stands with the rejoin interlock.
+    admission: Arc<watch::Sender<Admission>>,
     forwarder: Forwarder,
     stop: watch::Sender<bool>,
     controller: Mutex<Option<JoinHandle<()>>>,
@@ -136,14 +153,22 @@ impl ClusterFront {
             .build()
             .map_err(|e| format!("cannot start the Raft runtime: {e}"))?;
         let (id, dir) = (config.node_id, config.data_dir.clone());
+        let network = config.secret.clone().map_or_else(HttpNetwork::new, HttpNetwork::with_secret);
         let node = raft_runtime
-            .spawn(async move { Node::open(id, raft_config, HttpNetwork::new(), &dir).await })
+            .spawn(async move { Node::open(id, raft_config, network, &dir).await })
             .await
             .map_err(|e| format!("the Raft runtime failed: {e}"))?
             .map_err(|e| format!("cannot open node {} in {}: {e}", config.node_id, config.data_dir.display()))?;
-        if config.bootstrap {
-            let members: BTreeMap<NodeId, BasicNode> =
-                config.peers.iter().map(|(id, addr)| (*id, BasicNode::new(addr.clone()))).collect();
+        let members: BTreeMap<NodeId, BasicNode> =
+            config.peers.iter().map(|(id, addr)| (*id, BasicNode::new(addr.clone()))).collect();
+        let fresh = node.started_empty();
+        let admission = Arc::new(watch::Sender::new(if fresh { Admission::Checking } else { Admission::Admitted }));
+        if fresh {
+            let intent =
+                admission::Intent { me: config.node_id, bootstrap: config.bootstrap, join_as_new: config.join_as_new };
+            let check = admission::run(intent, node.raft().clone(), members, config.secret.clone(), admission.clone());
+            raft_runtime.spawn(check);
+        } else if config.bootstrap {
             // Refused (NotAllowed) once the node holds a log: nothing to do.
             if let Err(e) = node.raft().initialize(members).await
                 && e.api_error().is_none()
@@ -160,6 +185,8 @@ impl ClusterFront {
         let controller = raft_runtime.spawn(controller::run(shared.clone(), stopping));
         Ok(Arc::new(ClusterFront {
             shared,
+            secret: config.secret,
+            admission,
             forwarder: Forwarder::new(config.node_id),
             stop,
             controller: Mutex::new(Some(controller)),
@@ -217,8 +244,63 @@ impl ClusterFront {
         self.forwarder.forward(addr, parts, body).await
     }
 
-    /// Answers one of Raft's RPCs.
+    /// Where this node stands with the rejoin interlock.
+    pub(crate) fn admission(&self) -> Admission {
+        self.admission.borrow().clone()
+    }
+
+    /// Completes, with the reason, if the rejoin interlock refuses this node
+    /// (a node that holds a log never is); the caller stops serving.
+    pub async fn refused(&self) -> String {
+        let mut admission = self.admission.subscribe();
+        loop {
+            if let Admission::Refused(why) = &*admission.borrow_and_update() {
+                return why.clone();
+            }
+            // The sender lives as long as `self`.
+            if admission.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Why this node must not take part, if the interlock refused it.
+    #[must_use]
+    pub fn refusal(&self) -> Option<String> {
+        match self.admission() {
+            Admission::Refused(why) => Some(why),
+            _ => None,
+        }
+    }
+
+    /// Whether a Raft RPC or `/cluster/` request's header can pass before
+    /// its body is read (always, without a secret).
+    pub(crate) fn screen_peer(&self, headers: &hyper::HeaderMap) -> Result<(), AuthRefusal> {
+        match &self.secret {
+            Some(_) => ClusterSecret::screen(headers),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a Raft RPC or `/cluster/` request is signed with the group's
+    /// secret (always, without one).
+    pub(crate) fn verify_peer(&self, parts: &Parts, body: &[u8]) -> Result<(), AuthRefusal> {
+        match &self.secret {
+            Some(secret) => secret.verify_request(&parts.method, parts.uri.path(), &parts.headers, body),
+            None => Ok(()),
+        }
+    }
+
+    /// Answers one of Raft's RPCs; none reaches Raft before the interlock
+    /// admitted this node.
     pub(crate) async fn raft_rpc(&self, path: &str, body: &[u8]) -> hyper::Response<Full<Bytes>> {
+        if self.admission() != Admission::Admitted {
+            return admin::failure(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "this node started on an empty data dir and takes no part in Raft until its peers said it is not \
+                 a voter",
+            );
+        }
         match answer_raft_rpc(self.shared.node.raft(), path, body).await {
             Ok(answer) => {
                 let mut response = hyper::Response::new(Full::new(Bytes::from(answer)));

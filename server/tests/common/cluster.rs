@@ -51,7 +51,14 @@ pub struct ProcessCluster {
     peers: Vec<String>,
     /// Flags every node gets besides the cluster's own.
     extra: Vec<String>,
+    /// The group's secret, when its nodes were given one: the harness's own
+    /// `/cluster/` requests are signed with it.
+    pub secret: Option<leaseq_cluster::ClusterSecret>,
 }
+
+/// The secret `start_signed` gives a group (64 hex digits, as `openssl
+/// rand -hex 32` makes).
+pub const TEST_SECRET: &str = "5f0c1d2e3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f";
 
 /// A free loopback port (bound, read, released: a small race that a test
 /// on loopback can live with).
@@ -69,12 +76,34 @@ impl ProcessCluster {
 
     /// Like `start`, every node also given `extra` flags.
     pub fn start_with(test: &str, n: u64, extra: Vec<String>) -> ProcessCluster {
+        Self::launch(test, n, extra, false)
+    }
+
+    /// Like `start_with`, every node given `--cluster-secret-file` with
+    /// `TEST_SECRET` (the file is `secret_file()`).
+    pub fn start_signed(test: &str, n: u64, extra: Vec<String>) -> ProcessCluster {
+        Self::launch(test, n, extra, true)
+    }
+
+    /// The file holding `TEST_SECRET`, under the group's dir.
+    pub fn secret_file(&self) -> PathBuf {
+        self.root.join("cluster.secret")
+    }
+
+    fn launch(test: &str, n: u64, mut extra: Vec<String>, signed: bool) -> ProcessCluster {
         let root = std::env::temp_dir().join(format!("leaseq-cluster-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
+        let mut secret = None;
+        if signed {
+            let file = root.join("cluster.secret");
+            std::fs::write(&file, format!("{TEST_SECRET}\n")).unwrap();
+            extra.extend(["--cluster-secret-file".to_string(), file.display().to_string()]);
+            secret = Some(leaseq_cluster::ClusterSecret::new(TEST_SECRET).unwrap());
+        }
         let addrs: Vec<(u64, SocketAddr)> = (1..=n).map(|id| (id, free_port())).collect();
         let peers = addrs.iter().map(|(id, addr)| format!("{id}={addr}")).collect();
-        let mut cluster = ProcessCluster { nodes: BTreeMap::new(), root: root.clone(), peers, extra };
+        let mut cluster = ProcessCluster { nodes: BTreeMap::new(), root: root.clone(), peers, extra, secret };
         for (id, addr) in addrs {
             let data_dir = root.join(format!("node{id}"));
             let log = root.join(format!("node{id}.log"));
@@ -137,6 +166,32 @@ impl ProcessCluster {
         assert!(status.success(), "kill {signal} {pid}");
     }
 
+    /// Waits up to `within` for node `id`'s process to exit by itself, and
+    /// returns how it exited (`None`: it still runs).
+    pub fn wait_exit(&mut self, id: u64, within: Duration) -> Option<std::process::ExitStatus> {
+        let node = self.nodes.get_mut(&id).unwrap();
+        let deadline = Instant::now() + within;
+        loop {
+            let child = node.child.as_mut().expect("node runs");
+            if let Some(status) = child.try_wait().expect("poll the child") {
+                node.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Deletes node `id`'s data dir (the node must not run), as a lost disk
+    /// would.
+    pub fn wipe(&mut self, id: u64) {
+        let node = &self.nodes[&id];
+        assert!(node.child.is_none(), "node {id} still runs");
+        std::fs::remove_dir_all(&node.data_dir).unwrap();
+    }
+
     /// SIGSTOP of node `id`.
     pub fn pause(&mut self, id: u64) {
         let node = self.nodes.get_mut(&id).unwrap();
@@ -159,10 +214,24 @@ impl ProcessCluster {
         self.nodes.values().filter(|n| n.is_live()).map(|n| n.id).collect()
     }
 
+    /// The auth header line for a request to `path` with `body` (empty
+    /// without a secret).
+    pub fn auth_line(&self, method: &str, path: &str, body: &[u8]) -> String {
+        match &self.secret {
+            Some(secret) => format!(
+                "{}: {}\r\n",
+                leaseq_cluster::AUTH_HEADER,
+                secret.sign(method, path, body, leaseq_cluster::unix_now_ms())
+            ),
+            None => String::new(),
+        }
+    }
+
     /// Node `id`'s `/cluster/status`, if it answers within a second.
     pub async fn status(&self, id: u64) -> Option<Value> {
         let addr = self.addr(id);
-        let request = format!("GET /cluster/status HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        let auth = self.auth_line("GET", "/cluster/status", b"");
+        let request = format!("GET /cluster/status HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{auth}\r\n");
         let reply = exchange(addr, request.as_bytes(), Duration::from_secs(1)).await.ok()?;
         (reply.status == 200).then_some(reply.json)
     }
