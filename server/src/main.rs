@@ -252,11 +252,14 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 }
 
 /// HTTP workers of a server whose writes wait for the disk (a data dir) or
-/// a quorum (cluster mode): each SQS write holds one until its record is
-/// synced or committed (milliseconds), so this many writes can be in flight
-/// at once and share one sync or one Raft entry (group commit). An
-/// in-memory server keeps one worker per core.
-const SYNCING_HTTP_WORKERS: usize = 32;
+/// a quorum (cluster mode). Message writes (send, delete, visibility) wait
+/// on the engine's async forms and hold no worker while they do, so any
+/// number of them share a group commit; the calls that still block a worker
+/// until their record commits are the rare queue-level ones (create,
+/// delete, purge, attributes, move tasks). A few more workers than cores
+/// keep a handful of those from stalling everything else, Raft's RPCs on
+/// this port included. An in-memory server keeps one worker per core.
+const SYNCING_HTTP_WORKERS: usize = 8;
 
 /// The HTTP runtime: `SYNCING_HTTP_WORKERS` threads when writes wait.
 fn http_runtime(writes_wait: bool) -> Result<tokio::runtime::Runtime, String> {

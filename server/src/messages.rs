@@ -100,13 +100,13 @@ pub(crate) struct ReceiptBatchInput {
     entries: Vec<ReceiptInput>,
 }
 
-pub(crate) fn send(call: &Call<'_>, input: SendInput) -> Result<Value, SqsError> {
+pub(crate) async fn send(call: &Call<'_>, input: SendInput) -> Result<Value, SqsError> {
     let entry = queue_of(call, input.queue_url.as_deref())?;
     let (envelope, delay) = message_of(&entry, &input)?;
-    send_one(&entry, &envelope, delay)
+    send_one(&entry, &envelope, delay).await
 }
 
-pub(crate) fn send_batch(call: &Call<'_>, input: SendBatchInput) -> Result<Value, SqsError> {
+pub(crate) async fn send_batch(call: &Call<'_>, input: SendBatchInput) -> Result<Value, SqsError> {
     let entry = queue_of(call, input.queue_url.as_deref())?;
     check_ids(input.entries.iter().map(|e| e.id.as_deref()))?;
     let total: usize = input.entries.iter().map(message_size).sum();
@@ -118,19 +118,29 @@ pub(crate) fn send_batch(call: &Call<'_>, input: SendBatchInput) -> Result<Value
     }
     // Entries without a delay go to the engine as one batch: one log group,
     // so one sync (or one replicated entry) for all of them.
+    // Delayed entries are sent one by one; every send is made before any
+    // wait, so their records share the batch's group commit.
     let mut answers: Vec<Option<Result<Value, SqsError>>> = Vec::with_capacity(input.entries.len());
     let mut undelayed: Vec<(usize, Envelope)> = Vec::new();
+    let mut delayed = Vec::new();
     for item in &input.entries {
         match message_of(&entry, item) {
             Ok((envelope, delay)) if delay.is_zero() => {
                 undelayed.push((answers.len(), envelope));
                 answers.push(None);
             }
-            Ok((envelope, delay)) => answers.push(Some(send_one(&entry, &envelope, delay))),
+            Ok((envelope, delay)) => {
+                let sending = entry.queue.send_async(envelope.encode(), SendOptions { delay });
+                delayed.push((answers.len(), envelope, sending));
+                answers.push(None);
+            }
             Err(e) => answers.push(Some(Err(e))),
         }
     }
-    let sent = entry.queue.send_batch(undelayed.iter().map(|(_, envelope)| envelope.encode()));
+    let sent = entry.queue.send_batch_async(undelayed.iter().map(|(_, envelope)| envelope.encode())).await;
+    for (at, envelope, sending) in delayed {
+        answers[at] = Some(sending.await.map_err(SqsError::from).map(|id| sent_fields(id, &envelope)));
+    }
     for ((at, envelope), outcome) in undelayed.iter().zip(sent) {
         answers[*at] = Some(outcome.map_err(SqsError::from).map(|id| sent_fields(id, envelope)));
     }
@@ -146,8 +156,8 @@ pub(crate) fn send_batch(call: &Call<'_>, input: SendBatchInput) -> Result<Value
     Ok(result.into_json())
 }
 
-fn send_one(entry: &QueueEntry, envelope: &Envelope, delay: Duration) -> Result<Value, SqsError> {
-    let id = entry.queue.send_with(envelope.encode(), SendOptions { delay })?;
+async fn send_one(entry: &QueueEntry, envelope: &Envelope, delay: Duration) -> Result<Value, SqsError> {
+    let id = entry.queue.send_async(envelope.encode(), SendOptions { delay }).await?;
     Ok(sent_fields(id, envelope))
 }
 
@@ -413,26 +423,21 @@ fn receipt_of(handle: Option<&str>) -> Result<Receipt, SqsError> {
     })
 }
 
-pub(crate) fn delete(call: &Call<'_>, input: ReceiptInput) -> Result<Value, SqsError> {
+pub(crate) async fn delete(call: &Call<'_>, input: ReceiptInput) -> Result<Value, SqsError> {
     let entry = queue_of(call, input.queue_url.as_deref())?;
-    delete_one(&entry, &input)?;
+    let receipt = receipt_of(input.receipt_handle.as_deref())?;
+    entry.queue.ack_async(&receipt).await?;
     Ok(json!({}))
 }
 
-fn delete_one(entry: &QueueEntry, input: &ReceiptInput) -> Result<(), SqsError> {
-    let receipt = receipt_of(input.receipt_handle.as_deref())?;
-    entry.queue.ack(&receipt)?;
-    Ok(())
-}
-
-pub(crate) fn delete_batch(call: &Call<'_>, input: ReceiptBatchInput) -> Result<Value, SqsError> {
+pub(crate) async fn delete_batch(call: &Call<'_>, input: ReceiptBatchInput) -> Result<Value, SqsError> {
     let entry = queue_of(call, input.queue_url.as_deref())?;
     check_ids(input.entries.iter().map(|e| e.id.as_deref()))?;
     // Valid handles go to the engine as one batch (one log group).
     let parsed: Vec<Result<leaseq::Receipt, SqsError>> =
         input.entries.iter().map(|item| receipt_of(item.receipt_handle.as_deref())).collect();
     let receipts: Vec<leaseq::Receipt> = parsed.iter().filter_map(|r| r.as_ref().ok().copied()).collect();
-    let mut acked = entry.queue.ack_batch(&receipts).into_iter();
+    let mut acked = entry.queue.ack_batch_async(&receipts).await.into_iter();
     let mut result = BatchResult::default();
     for (item, receipt) in input.entries.iter().zip(parsed) {
         let id = item.id.as_deref().unwrap_or_default();
@@ -448,13 +453,32 @@ pub(crate) fn delete_batch(call: &Call<'_>, input: ReceiptBatchInput) -> Result<
     Ok(result.into_json())
 }
 
-pub(crate) fn change_visibility(call: &Call<'_>, input: ReceiptInput) -> Result<Value, SqsError> {
+pub(crate) async fn change_visibility(call: &Call<'_>, input: ReceiptInput) -> Result<Value, SqsError> {
     let entry = queue_of(call, input.queue_url.as_deref())?;
-    change_one(&entry, &input)?;
+    change_one(&entry, &input)?.settled().await?;
     Ok(json!({}))
 }
 
-fn change_one(entry: &QueueEntry, input: &ReceiptInput) -> Result<(), SqsError> {
+/// A visibility change applied, waiting for its record.
+enum Change {
+    Released(leaseq::Settle<Result<(), leaseq::LeaseError>>),
+    Extended(leaseq::Settle<Result<leaseq::Nanos, leaseq::LeaseError>>),
+}
+
+impl Change {
+    async fn settled(self) -> Result<(), SqsError> {
+        match self {
+            Change::Released(settle) => settle.await?,
+            Change::Extended(settle) => {
+                settle.await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Applies one visibility change; the change's future waits for its record.
+fn change_one(entry: &QueueEntry, input: &ReceiptInput) -> Result<Change, SqsError> {
     let receipt = receipt_of(input.receipt_handle.as_deref())?;
     let seconds = range(
         "VisibilityTimeout",
@@ -462,23 +486,29 @@ fn change_one(entry: &QueueEntry, input: &ReceiptInput) -> Result<(), SqsError> 
         0,
         MAX_VISIBILITY_SECONDS,
     )?;
-    if seconds == 0 {
+    Ok(if seconds == 0 {
         // Visible again now: the attempt ends (and counts toward the
         // redrive policy's maxReceiveCount, as in SQS).
-        entry.queue.release(&receipt, Duration::ZERO)?;
+        Change::Released(entry.queue.release_async(&receipt, Duration::ZERO))
     } else {
-        entry.queue.extend(&receipt, Duration::from_secs(seconds.into()))?;
-    }
-    Ok(())
+        Change::Extended(entry.queue.extend_async(&receipt, Duration::from_secs(seconds.into())))
+    })
 }
 
-pub(crate) fn change_visibility_batch(call: &Call<'_>, input: ReceiptBatchInput) -> Result<Value, SqsError> {
+pub(crate) async fn change_visibility_batch(call: &Call<'_>, input: ReceiptBatchInput) -> Result<Value, SqsError> {
     let entry = queue_of(call, input.queue_url.as_deref())?;
     check_ids(input.entries.iter().map(|e| e.id.as_deref()))?;
+    // Every change is applied before any wait, so their records share a
+    // group commit.
+    let changes: Vec<Result<Change, SqsError>> = input.entries.iter().map(|item| change_one(&entry, item)).collect();
     let mut result = BatchResult::default();
-    for item in &input.entries {
+    for (item, change) in input.entries.iter().zip(changes) {
         let id = item.id.as_deref().unwrap_or_default();
-        match change_one(&entry, item) {
+        let outcome = match change {
+            Ok(change) => change.settled().await,
+            Err(e) => Err(e),
+        };
+        match outcome {
             Ok(()) => result.ok(id, json!({})),
             Err(e) => result.failed(id, &e),
         }
