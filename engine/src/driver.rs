@@ -1,8 +1,11 @@
 //! The background driver: one thread per engine on a real clock.
 //!
-//! Invariant: the driver holds only a `Weak` reference between wakes, so it
-//! never keeps an engine alive; it exits when the engine is gone or `stop` is
-//! called, whichever comes first. Each wake it applies due timers of every
+//! Invariant: the driver never holds an engine handle (`EngineInner`), only
+//! the engine's shared state and its list of live queues, so the last handle
+//! a user drops is always dropped on that user's thread, which stops the
+//! driver (and waits for it) before it closes the engine: a durable engine's
+//! data dir is unlocked when that drop returns. The driver exits when
+//! `stop` is set. Each wake it applies due timers of every
 //! queue (which wakes long-polling receivers when messages become ready),
 //! sweeps out timer entries of leases that already ended, and wakes async
 //! receivers whose wait ran out; then it sleeps until the earliest deadline
@@ -17,8 +20,8 @@ use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 use crate::clock::duration_nanos;
-use crate::engine::EngineInner;
-use crate::sync::{Arc, AtomicBool, OnceLock, Ordering, Weak};
+use crate::engine::{EngineShared, LiveQueues};
+use crate::sync::{Arc, AtomicBool, OnceLock, Ordering};
 
 /// The longest the driver sleeps, in ticks, when nothing is due (100 ms with
 /// the default 1 ms tick): the cadence of sweeping ended timers and of moving
@@ -79,20 +82,20 @@ pub(crate) struct Driver {
 impl Driver {
     /// Starts the driver. It uses a plain std thread: it only exists with a
     /// real clock, which loom models never use.
-    pub(crate) fn spawn(engine: Weak<EngineInner>, signal: &DriverSignal, tick: Duration) -> Driver {
+    pub(crate) fn spawn(shared: Arc<EngineShared>, live: Arc<LiveQueues>, tick: Duration) -> Driver {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
+        let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("leaseq-driver".into())
-            .spawn(move || run(engine, tick, &stopping))
+            .spawn(move || run(&thread_shared, &live, tick, &stopping))
             .expect("the OS refused to start the leaseq driver thread");
-        let _ = signal.thread.set(thread.thread().clone());
+        let _ = shared.driver.thread.set(thread.thread().clone());
         Driver { stop, thread }
     }
 
-    /// Stops the thread and waits for it, unless called on the driver thread
-    /// itself (when the driver held the last engine handle), where it only
-    /// asks it to stop.
+    /// Stops the thread and waits for it. (Never called on the driver thread,
+    /// which holds no engine handle; if it were, it would only ask.)
     pub(crate) fn stop(self) {
         self.stop.store(true, Ordering::Release);
         self.thread.thread().unpark();
@@ -102,21 +105,18 @@ impl Driver {
     }
 }
 
-fn run(engine: Weak<EngineInner>, tick: Duration, stop: &AtomicBool) {
+fn run(shared: &EngineShared, live: &LiveQueues, tick: Duration, stop: &AtomicBool) {
     let tick_nanos = duration_nanos(tick);
     while !stop.load(Ordering::Acquire) {
         let sleep = {
-            let Some(engine) = engine.upgrade() else {
-                return;
-            };
-            let signal = &engine.shared.driver;
-            let clock = &engine.shared.clock;
+            let signal = &shared.driver;
+            let clock = &shared.clock;
             // Awake: nobody needs to unpark us until we publish a wake time.
             signal.wake_at.store(0, Ordering::Relaxed);
             #[cfg(all(test, not(loom)))]
             signal.wakes.fetch_add(1, Ordering::Relaxed);
             let now = clock.now().0;
-            let queues = engine.live_queues();
+            let queues = live.snapshot();
             let mut sweeping = false;
             for queue in queues.iter() {
                 sweeping |= queue.tidy_timers(now);
@@ -136,9 +136,8 @@ fn run(engine: Weak<EngineInner>, tick: Duration, stop: &AtomicBool) {
             std::sync::atomic::fence(Ordering::SeqCst);
             let wake = earliest().min(planned);
             // At least a tick between wakes, so a stream of due timers costs
-            // at most one wake per tick; our references end here, before
-            // sleeping, so a deleted queue or a dropped engine is freed
-            // promptly.
+            // at most one wake per tick; the queue list ends here, before
+            // sleeping, so a deleted queue is freed promptly.
             Duration::from_nanos(wake.saturating_sub(clock.now().0).max(tick_nanos))
         };
         std::thread::park_timeout(sleep);

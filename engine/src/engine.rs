@@ -47,8 +47,10 @@ pub(crate) struct EngineInner {
     pub(crate) queues: DashMap<String, Arc<QueueCore>>,
     /// Every live queue, rebuilt on create and delete: what the driver and a
     /// moving manual clock walk, at the cost of one lock and one `Arc` clone
-    /// rather than a walk of the name map's shards.
-    live: Mutex<Arc<[Arc<QueueCore>]>>,
+    /// rather than a walk of the name map's shards. Shared with them (not
+    /// the engine itself), so they never hold an engine handle: the last
+    /// handle a user drops closes the engine on that user's thread.
+    live: Arc<LiveQueues>,
     next_ordinal: AtomicU32,
     default_shards: usize,
     registry: Mutex<()>,
@@ -67,17 +69,23 @@ impl fmt::Debug for EngineInner {
 }
 
 impl EngineInner {
-    /// Every live queue (a snapshot).
-    pub(crate) fn live_queues(&self) -> Arc<[Arc<QueueCore>]> {
-        lock(&self.live).clone()
-    }
-
     /// Rebuilds the live list; call with the registry lock held, after the
     /// name map changed.
     fn refresh_live(&self) {
         let mut queues: Vec<Arc<QueueCore>> = self.queues.iter().map(|q| q.value().clone()).collect();
         queues.sort_by_key(|q| q.ordinal);
-        *lock(&self.live) = queues.into();
+        *lock(&self.live.0) = queues.into();
+    }
+}
+
+/// The list of an engine's live queues, as the driver and a manual clock's
+/// advance walk them.
+#[derive(Debug, Default)]
+pub(crate) struct LiveQueues(Mutex<Arc<[Arc<QueueCore>]>>);
+
+impl LiveQueues {
+    pub(crate) fn snapshot(&self) -> Arc<[Arc<QueueCore>]> {
+        lock(&self.0).clone()
     }
 }
 
@@ -190,7 +198,7 @@ impl EngineBuilder {
         let inner = Arc::new(EngineInner {
             shared,
             queues: DashMap::new(),
-            live: Mutex::new(Arc::from(Vec::new())),
+            live: Arc::new(LiveQueues(Mutex::new(Arc::from(Vec::new())))),
             next_ordinal: AtomicU32::new(0),
             default_shards,
             registry: Mutex::new(()),
@@ -198,8 +206,9 @@ impl EngineBuilder {
             closer: Mutex::new(None),
             recovery: OnceLock::new(),
         });
-        let weak = Arc::downgrade(&inner);
         if manual {
+            let shared = Arc::downgrade(&inner.shared);
+            let live = Arc::downgrade(&inner.live);
             // Virtual time has no driver thread: when it moves, apply every
             // expiry and end of delay now due on every queue (so no operation,
             // on any queue, can observe a lease that is over but not yet
@@ -209,9 +218,9 @@ impl EngineBuilder {
                 // expiry and end of delay now due on every queue, so no
                 // operation on any queue can observe a lease that is over but
                 // not yet expired (a no-op per shard when nothing is due).
-                let Some(engine) = weak.upgrade() else { return };
-                let now = engine.shared.clock.now().0;
-                let queues = engine.live_queues();
+                let (Some(shared), Some(live)) = (shared.upgrade(), live.upgrade()) else { return };
+                let now = shared.clock.now().0;
+                let queues = live.snapshot();
                 for queue in queues.iter() {
                     queue.run_all_timers(now);
                 }
@@ -221,7 +230,7 @@ impl EngineBuilder {
                 // pattern, as in `waiters.rs`). Nobody waiting: nothing more
                 // to do, which keeps a simulation's many advances cheap.
                 fence(Ordering::SeqCst);
-                if engine.shared.waiting.load(Ordering::Relaxed) == 0 {
+                if shared.waiting.load(Ordering::Relaxed) == 0 {
                     return;
                 }
                 for queue in queues.iter() {
@@ -229,7 +238,8 @@ impl EngineBuilder {
                 }
             }));
         } else {
-            *lock(&inner.driver) = Some(Driver::spawn(weak, &inner.shared.driver, self.tick));
+            let driver = Driver::spawn(inner.shared.clone(), inner.live.clone(), self.tick);
+            *lock(&inner.driver) = Some(driver);
         }
         Engine { inner }
     }

@@ -116,11 +116,11 @@ fn a_batch_is_one_group_published_together() {
     // Acked as one batch: applied at once, resolved once the group is in.
     held.accept_all.store(false, Ordering::SeqCst);
     let receipts: Vec<_> = got.iter().map(|d| d.receipt).collect();
+    let started = held.started_count();
     let mut acking = q.ack_batch_async(&receipts);
     let waker = CountingWaker::new();
     assert!(poll_once(&mut acking, &waker).is_pending());
     assert_eq!(q.stats().in_flight, 0, "the acks were not applied when the call returned");
-    let started = held.started_count();
     held.nth_started(started + 1);
     let acked = loop {
         held.settle_all(Ok(()));

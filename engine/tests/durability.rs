@@ -160,6 +160,55 @@ fn a_data_dir_opens_in_one_engine_at_a_time() {
     drop(again);
 }
 
+/// A real clock whose readings on the driver thread stall while `stall` is
+/// set: it holds the driver in the middle of its tick.
+#[derive(Debug, Clone, Default)]
+struct StallingClock {
+    stall: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl leaseq::Clock for StallingClock {
+    fn now(&self) -> leaseq::Nanos {
+        if std::thread::current().name() == Some("leaseq-driver") {
+            while self.stall.load(std::sync::atomic::Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let since = std::time::UNIX_EPOCH.elapsed().unwrap_or_default();
+        leaseq::Nanos(u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
+/// The driver thread never holds the engine, so dropping the last handle
+/// closes the engine on the dropping thread and the data dir is unlocked
+/// when the drop returns, even while the driver is in the middle of a tick.
+/// (Before, the driver held a handle for each tick; a drop that landed then
+/// left the close to the driver thread, and an open right after the drop
+/// got `DataDirLocked`.)
+#[test]
+fn the_data_dir_is_unlocked_when_the_last_handle_is_dropped() {
+    let dir = scratch("unlock-on-drop");
+    let clock = StallingClock::default();
+    let engine = Engine::builder().clock(clock.clone()).data_dir(&dir).segment_bytes(SEGMENT).open().unwrap();
+    engine.create_queue("q", QueueConfig::default()).unwrap().send(&b"kept"[..]).unwrap();
+    // Stall the driver inside its next tick, then drop the only handle.
+    clock.stall.store(true, std::sync::atomic::Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(150));
+    let release = {
+        let stall = clock.stall.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            stall.store(false, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
+    drop(engine);
+    match Engine::builder().data_dir(&dir).segment_bytes(SEGMENT).open() {
+        Ok(engine) => assert_eq!(engine.queue("q").unwrap().stats().ready, 1),
+        Err(e) => panic!("the data dir was still locked after the last handle was dropped: {e}"),
+    }
+    release.join().unwrap();
+}
+
 #[test]
 fn redrive_and_counts_survive_and_recreated_names_do_not_inherit() {
     let dir = scratch("redrive");

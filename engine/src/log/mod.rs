@@ -210,10 +210,6 @@ struct DirLock {
     _file: File,
 }
 
-/// How long an open waits for an engine of this process that is closing
-/// the same data dir.
-const CLOSING_GRACE: Duration = Duration::from_millis(500);
-
 /// Data dirs open in this process.
 static OPEN_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
 
@@ -227,21 +223,13 @@ impl Drop for DirLock {
 /// Takes the data dir's lock, held while the engine is open.
 fn lock_dir(dir: &Path) -> Result<DirLock, Error> {
     let key = dir.canonicalize().map_err(|e| Error::io(&format!("resolving {}", dir.display()), &e))?;
-    // An engine whose last handle was just dropped may still be closing:
-    // when the driver thread held it at that moment, the close runs there,
-    // within one tick. Give such an engine a moment before refusing.
-    let waited = Instant::now();
-    let mut open = loop {
-        let open = OPEN_DIRS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !open.contains(&key) {
-            break open;
-        }
-        drop(open);
-        if waited.elapsed() > CLOSING_GRACE {
-            return Err(Error::DataDirLocked { path: dir.to_path_buf() });
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    };
+    // An engine is closed by the drop of its last handle, on the dropping
+    // thread (the driver holds none: `driver.rs`), so a dir still listed
+    // here is open, not closing.
+    let mut open = OPEN_DIRS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if open.contains(&key) {
+        return Err(Error::DataDirLocked { path: dir.to_path_buf() });
+    }
     let path = dir.join("LOCK");
     let file = File::options()
         .create(true)
