@@ -154,12 +154,26 @@ pub struct SqsError {
     pub code: ErrorCode,
     /// A sentence a person can act on.
     pub message: String,
+    /// The request provably reached no engine (a cluster node refused or
+    /// could not forward it before anything was applied): the answer then
+    /// carries [`NOT_APPLIED_HEADER`], and a client may retry it without
+    /// risking a second effect.
+    pub not_applied: bool,
 }
+
+/// The header of an error answer whose request provably changed nothing
+/// (`SqsError::not_applied`), value `true`.
+pub const NOT_APPLIED_HEADER: &str = "x-leaseq-not-applied";
 
 impl SqsError {
     /// An error with `code` and `message`.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        SqsError { code, message: message.into() }
+        SqsError { code, message: message.into(), not_applied: false }
+    }
+
+    /// `ServiceUnavailable` for a request that provably reached no engine.
+    pub fn unavailable_not_applied(message: impl Into<String>) -> Self {
+        SqsError { not_applied: true, ..Self::new(ErrorCode::ServiceUnavailable, message) }
     }
 
     /// `InvalidParameterValue`.

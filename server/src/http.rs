@@ -32,7 +32,7 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::api::{Call, dispatch};
 use crate::cluster::{ADMIN_PREFIX, AdminAnswer, ClusterFront, FORWARDED_BY, Route, failure};
-use crate::error::{ErrorCode, SqsError};
+use crate::error::{ErrorCode, NOT_APPLIED_HEADER, SqsError};
 use crate::metrics::{RequestCounts, render};
 use crate::registry::{Registry, unix_now_ms};
 use crate::sigv4::{Credentials, Signed, verify};
@@ -270,16 +270,16 @@ async fn handle(
         .and_then(|t| t.strip_prefix("AmazonSQS."))
         .map(str::to_string);
     let result = answer(request, &state).await;
-    let (status, body, query_error) = match result {
+    let (status, body, query_error, not_applied) = match result {
         // The leader counted it.
         Ok(Answer::Forwarded(response)) => return Ok(response),
         Ok(Answer::Value(value)) => {
             state.requests.record(action.as_deref(), None);
-            (200, value.to_string(), None)
+            (200, value.to_string(), None, false)
         }
         Err(e) => {
             state.requests.record(action.as_deref(), Some(e.code));
-            (e.code.status(), e.body(), Some(e.query_header()))
+            (e.code.status(), e.body(), Some(e.query_header()), e.not_applied)
         }
     };
     let mut response = Response::new(Full::new(Bytes::from(body)));
@@ -291,6 +291,9 @@ async fn handle(
     }
     if let Some(value) = query_error.and_then(|q| HeaderValue::from_str(&q).ok()) {
         headers.insert("x-amzn-query-error", value);
+    }
+    if not_applied {
+        headers.insert(NOT_APPLIED_HEADER, HeaderValue::from_static("true"));
     }
     Ok(response)
 }
@@ -350,13 +353,15 @@ async fn answer(request: Request<Incoming>, state: &State) -> Result<Answer, Sqs
             Route::Local(registry) => registry,
             Route::Forward { addr, .. } => {
                 // The leader checks the signature: the request goes on as it came.
-                return front
-                    .forward(&addr, &parts, body)
-                    .await
-                    .map(Answer::Forwarded)
-                    .map_err(|why| SqsError::new(ErrorCode::ServiceUnavailable, why));
+                return front.forward(&addr, &parts, body).await.map(Answer::Forwarded).map_err(|failed| {
+                    if failed.before_sending {
+                        SqsError::unavailable_not_applied(failed.why)
+                    } else {
+                        SqsError::new(ErrorCode::ServiceUnavailable, failed.why)
+                    }
+                });
             }
-            Route::Unavailable(why) => return Err(SqsError::new(ErrorCode::ServiceUnavailable, why)),
+            Route::Unavailable(why) => return Err(SqsError::unavailable_not_applied(why)),
         },
     };
     if let Some(credentials) = &state.credentials {
@@ -401,7 +406,7 @@ async fn cluster_endpoint(request: Request<Incoming>, front: &ClusterFront, stat
         AdminAnswer::Done(response) => response,
         AdminAnswer::Forward(addr) => match front.forward(&addr, &parts, body).await {
             Ok(response) => response,
-            Err(why) => failure(StatusCode::SERVICE_UNAVAILABLE, why),
+            Err(failed) => failure(StatusCode::SERVICE_UNAVAILABLE, failed.why),
         },
     }
 }

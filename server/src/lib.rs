@@ -46,7 +46,7 @@ mod sigv4;
 pub use address::{ACCOUNT, REGION};
 pub use bind::{check_bind, check_cluster_bind};
 pub use cluster::{ClusterConfig, ClusterFront, RaftTiming, Status as ClusterStatus, admin_request};
-pub use error::{ErrorCode, SqsError};
+pub use error::{ErrorCode, NOT_APPLIED_HEADER, SqsError};
 pub use http::{ConnectionLimits, MAX_BODY_BYTES, ServeOptions, serve, serve_cluster, serve_with, serve_with_auth};
 pub use registry::{Registry, SETTINGS_FILE};
 pub use sigv4::Credentials;

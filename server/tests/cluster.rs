@@ -148,7 +148,11 @@ async fn a_leader_cut_off_from_its_quorum_serves_nothing_and_a_paused_one_comes_
         ("ListQueues", json!({})),
     ] {
         match sqs(addr, action, &body, CALL).await {
-            Outcome::Refused { status: 503, code, .. } => assert_eq!(code, "ServiceUnavailable"),
+            // Refused before any engine saw it, and it says so.
+            Outcome::Refused { status: 503, code, not_applied, .. } => {
+                assert_eq!(code, "ServiceUnavailable");
+                assert!(not_applied, "{action}: a 503 from the routing lacks x-leaseq-not-applied");
+            }
             other => panic!("{action} without a quorum: {other:?}"),
         }
     }

@@ -24,9 +24,10 @@
 //! * 200: it took effect; `Sent(id)`, `Received(ids and receive counts)`
 //!   or `Acked`.
 //! * Provably no effect, left out of the history: a connection never made
-//!   (nothing was sent); a 503 that a node gives before any engine sees the
-//!   request (no serving leader, a stale leader's lapsed confirmation, a
-//!   forward whose connection to the leader was never made); a send or
+//!   (nothing was sent); a 503 that carries `x-leaseq-not-applied: true`,
+//!   which a node gives only before any engine sees the request (no serving
+//!   leader, a stale leader's lapsed confirmation, a forward whose
+//!   connection to the leader was never made); a send or
 //!   receive refused with a 4xx. The model refuses no well-formed send or
 //!   receive on a live queue with room, so `Failed` could never match them;
 //!   leaving them out is the server's claim that they did nothing, which the
@@ -107,19 +108,6 @@ enum Entry {
     Indeterminate(String),
 }
 
-/// A 503 that a node answers from its routing, before any engine sees the
-/// request (`server/src/cluster`: `role.rs`, `controller.rs`, and a
-/// forward whose connection was never made, hyper's `Connect` error). Any
-/// other 503 text, a forward that failed after connecting above all, is
-/// taken as indeterminate.
-fn refused_before_the_engine(message: &str) -> bool {
-    message.starts_with("this node")
-        || message.starts_with("no leader is elected")
-        || message.starts_with("the engine of term")
-        || message.ends_with("has no address in the membership")
-        || (message.starts_with("the leader at ") && message.contains("client error (Connect)"))
-}
-
 fn message_id(text: &str) -> MessageId {
     let hex = text.strip_prefix("m-").unwrap_or_else(|| panic!("message id {text:?} is not m-<hex>"));
     MessageId::from_u64(u64::from_str_radix(hex, 16).unwrap_or_else(|_| panic!("message id {text:?}")))
@@ -148,13 +136,10 @@ fn entry(action: &str, answer: &Answer) -> Entry {
             _ => Observed::Acked,
         }),
         Answer::Refused { status: 0, .. } => Entry::Omitted("never connected".into()),
-        Answer::Refused { status: 503, code, message } if code == "ServiceUnavailable" => {
-            if refused_before_the_engine(message) {
-                Entry::Omitted("unavailable".into())
-            } else {
-                Entry::Indeterminate(format!("503 {message}"))
-            }
-        }
+        // A 503 the node answered from its routing, before any engine saw
+        // the request (it says so: `x-leaseq-not-applied`); any other 5xx,
+        // a forward that failed after connecting above all, is indeterminate.
+        Answer::Refused { status: 503, not_applied: true, .. } => Entry::Omitted("unavailable".into()),
         Answer::Refused { status, message, .. } if *status >= 500 => {
             Entry::Indeterminate(format!("{status} {message}"))
         }

@@ -11,6 +11,10 @@
 //!   nodes with different views of the leader cannot bounce a request.
 //! * Every forward is bounded by `FORWARD_TIMEOUT` (longer than SQS's 20 s
 //!   long poll), and the leader's answer by `MAX_ANSWER_BYTES`.
+//! * A failed forward says whether the request provably never left this
+//!   node (`ForwardFailed::before_sending`: the connection to the leader
+//!   could not be made, or the request not built), so the client can be told
+//!   it was not applied; any later failure may have left it applied.
 
 use std::time::Duration;
 
@@ -64,10 +68,11 @@ impl Forwarder {
         addr: &str,
         parts: &Parts,
         body: Bytes,
-    ) -> Result<Response<Full<Bytes>>, String> {
+    ) -> Result<Response<Full<Bytes>>, ForwardFailed> {
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        let uri: hyper::Uri =
-            format!("http://{addr}{path}").parse().map_err(|e| format!("bad leader address {addr}: {e}"))?;
+        let uri: hyper::Uri = format!("http://{addr}{path}")
+            .parse()
+            .map_err(|e| ForwardFailed::before(format!("bad leader address {addr}: {e}")))?;
         let mut request = Request::builder().method(parts.method.clone()).uri(uri);
         for (name, value) in &parts.headers {
             if !hop_by_hop(name) {
@@ -77,14 +82,18 @@ impl Forwarder {
         let request = request
             .header(FORWARDED_BY, self.from.to_string())
             .body(Full::new(body))
-            .map_err(|e| format!("cannot build the forwarded request: {e}"))?;
+            .map_err(|e| ForwardFailed::before(format!("cannot build the forwarded request: {e}")))?;
         let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| format!("the leader at {addr}: {e}"))?;
+            let response = self.client.request(request).await.map_err(|e| {
+                let why = format!("the leader at {addr}: {e}");
+                // A connect error: no connection, so no byte of the request left.
+                if e.is_connect() { ForwardFailed::before(why) } else { ForwardFailed::after(why) }
+            })?;
             let (parts, body) = response.into_parts();
             let body = Limited::new(body, MAX_ANSWER_BYTES)
                 .collect()
                 .await
-                .map_err(|e| format!("the leader's answer could not be read: {e}"))?
+                .map_err(|e| ForwardFailed::after(format!("the leader's answer could not be read: {e}")))?
                 .to_bytes();
             let mut answer = Response::from_parts(parts, Full::new(body));
             drop_hop_by_hop(answer.headers_mut());
@@ -92,8 +101,29 @@ impl Forwarder {
         };
         match tokio::time::timeout(FORWARD_TIMEOUT, exchange).await {
             Ok(answer) => answer,
-            Err(_) => Err(format!("the leader at {addr} did not answer within {FORWARD_TIMEOUT:?}")),
+            Err(_) => {
+                Err(ForwardFailed::after(format!("the leader at {addr} did not answer within {FORWARD_TIMEOUT:?}")))
+            }
         }
+    }
+}
+
+/// Why a forward failed.
+#[derive(Debug)]
+pub(crate) struct ForwardFailed {
+    /// In words, for the client.
+    pub(crate) why: String,
+    /// The request never reached the leader (nothing can have applied it).
+    pub(crate) before_sending: bool,
+}
+
+impl ForwardFailed {
+    fn before(why: String) -> Self {
+        ForwardFailed { why, before_sending: true }
+    }
+
+    fn after(why: String) -> Self {
+        ForwardFailed { why, before_sending: false }
     }
 }
 

@@ -41,7 +41,7 @@ use tokio::task::JoinHandle;
 
 pub(crate) use admin::{ADMIN_PREFIX, AdminAnswer, failure};
 pub use admin::{Status, admin_request};
-pub(crate) use forward::FORWARDED_BY;
+pub(crate) use forward::{FORWARDED_BY, ForwardFailed};
 pub(crate) use role::Route;
 
 use admission::Admission;
@@ -240,7 +240,7 @@ impl ClusterFront {
         addr: &str,
         parts: &Parts,
         body: Bytes,
-    ) -> Result<hyper::Response<Full<Bytes>>, String> {
+    ) -> Result<hyper::Response<Full<Bytes>>, ForwardFailed> {
         self.forwarder.forward(addr, parts, body).await
     }
 

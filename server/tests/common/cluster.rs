@@ -291,6 +291,8 @@ pub struct Reply {
     pub status: u16,
     pub json: Value,
     pub body: String,
+    /// The answer carried `x-leaseq-not-applied: true`.
+    pub not_applied: bool,
 }
 
 /// One request on a fresh connection, bounded by `limit`; `Err` when the
@@ -308,7 +310,12 @@ pub async fn exchange(addr: SocketAddr, request: &[u8], limit: Duration) -> Resu
     let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| format!("not an HTTP response: {text:?}"))?;
     let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).ok_or("no status")?;
     let json = serde_json::from_str(body).unwrap_or(Value::Null);
-    Ok(Reply { status, json, body: body.to_string() })
+    let not_applied = head.lines().any(|line| {
+        line.split_once(':').is_some_and(|(name, value)| {
+            name.trim().eq_ignore_ascii_case(leaseq_server::NOT_APPLIED_HEADER) && value.trim() == "true"
+        })
+    });
+    Ok(Reply { status, json, body: body.to_string(), not_applied })
 }
 
 /// How an SQS call ended.
@@ -318,7 +325,7 @@ pub enum Outcome {
     Ok(Value),
     /// An SQS error: the call did not take effect, as the server says
     /// (status and error type; 5xx ones may still have, see `is_unknown`).
-    Refused { status: u16, code: String, message: String },
+    Refused { status: u16, code: String, message: String, not_applied: bool },
     /// No answer: the call may or may not have taken effect.
     Unknown(String),
 }
@@ -341,7 +348,7 @@ pub async fn sqs(addr: SocketAddr, action: &str, body: &Value, limit: Duration) 
     );
     match exchange(addr, request.as_bytes(), limit).await {
         Err(why) if why.starts_with(NOT_CONNECTED) => {
-            Outcome::Refused { status: 0, code: "NotConnected".into(), message: why }
+            Outcome::Refused { status: 0, code: "NotConnected".into(), message: why, not_applied: true }
         }
         Err(why) => Outcome::Unknown(why),
         Ok(reply) if reply.status == 200 => Outcome::Ok(reply.json),
@@ -349,6 +356,7 @@ pub async fn sqs(addr: SocketAddr, action: &str, body: &Value, limit: Duration) 
             status: reply.status,
             code: reply.json["__type"].as_str().unwrap_or("").rsplit('#').next().unwrap_or("").to_string(),
             message: reply.json["message"].as_str().unwrap_or(&reply.body).to_string(),
+            not_applied: reply.not_applied,
         },
     }
 }
