@@ -14,7 +14,8 @@
 # disk under $TMPDIR), runs leaseq-loadgen's send/receive/delete cycles at
 # each CONNECTIONS count, and stops it. The fdatasync time of that disk is
 # measured first, as every durability figure needs. Environment: ROUNDS (3),
-# CONNECTIONS ("32 128"), BATCH (1), DURATION (5), SYNC (always), PORT (9351).
+# CONNECTIONS ("32 128"), BATCH (1), DURATION (5), SYNC (always; `memory`
+# runs both in memory, without a data dir), PORT (9351).
 set -euo pipefail
 
 a_bin=${1:?usage: bench/server-ab.sh A_BINARY B_BINARY [out_dir]}
@@ -58,7 +59,11 @@ print(f"fdatasync on {sys.argv[1]}: median {times[100]*1e3:.2f} ms, p90 {times[1
 EOF
 
 start_server() { # binary data_dir
-    "$1" --bind "127.0.0.1:$port" --data-dir "$2" --sync "$sync" >"$scratch/server.log" 2>&1 &
+    if [ "$sync" = memory ]; then
+        "$1" --bind "127.0.0.1:$port" >"$scratch/server.log" 2>&1 &
+    else
+        "$1" --bind "127.0.0.1:$port" --data-dir "$2" --sync "$sync" >"$scratch/server.log" 2>&1 &
+    fi
     server_pid=$!
     for _ in $(seq 100); do
         if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
