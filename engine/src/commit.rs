@@ -159,17 +159,18 @@ impl Future for SendFuture {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let result = match &this.state {
-            SendState::Done(_) => None,
-            SendState::Staged { wait, stage, now } => match wait.poll(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(durable) => Some(Self::finish(wait, *stage, *now, durable)),
-            },
+        let result = match &mut this.state {
+            SendState::Done(done) => done.take().expect("a SendFuture is not polled after it resolved"),
+            SendState::Staged { wait, stage, now } => {
+                let Poll::Ready(durable) = wait.poll(cx) else {
+                    return Poll::Pending;
+                };
+                Self::finish(wait, *stage, *now, durable)
+            }
         };
-        match std::mem::replace(&mut this.state, SendState::Done(None)) {
-            SendState::Done(done) => Poll::Ready(done.expect("a SendFuture is not polled after it resolved")),
-            SendState::Staged { .. } => Poll::Ready(result.expect("set above for a staged send")),
-        }
+        // Resolved: nothing left for the drop to finish.
+        this.state = SendState::Done(None);
+        Poll::Ready(result)
     }
 }
 

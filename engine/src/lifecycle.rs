@@ -202,6 +202,7 @@ impl QueueCore {
     /// the message is staged and its record's sequence number returned, for
     /// the caller to wait on (a thread, or a task in `commit.rs`) and then
     /// `finish_staged`; otherwise it is sent.
+    #[inline]
     pub(crate) fn send_one_staging(&self, payload: Bytes, delay: u64, now: u64) -> Result<SendStep<'_>, Error> {
         self.check_send(&payload)?;
         let Some(journal) = self.journal() else {

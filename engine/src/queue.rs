@@ -554,7 +554,9 @@ impl Queue {
     #[must_use]
     pub fn ack_batch(&self, receipts: &[Receipt]) -> Vec<Result<(), LeaseError>> {
         let mut results = self.ack_batch_unsettled(receipts);
-        if receipts.len() > MAX_BATCH {
+        // Only an ack that took effect pushed a record to wait for (an
+        // oversized batch touched nothing), as in `ack_batch_async`.
+        if !results.iter().any(Result::is_ok) {
             return results;
         }
         if let Err(failure) = self.core.settle(Ok(())) {
