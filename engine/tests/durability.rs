@@ -388,6 +388,109 @@ fn damage_before_the_end_is_an_error_naming_file_and_offset() {
     assert_eq!(payloads, vec![0, 1, 3, 4, 5], "only the damaged record is lost");
 }
 
+/// The data dir's segment files, oldest first.
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    let mut all: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    all.sort();
+    all
+}
+
+/// Fills a data dir's first segment past half, so that the writer reserves
+/// the next one (its spare: a header and zeros), and closes it; returns the
+/// payloads sent, the first segment, and the bytes of its last record.
+fn log_with_a_spare(dir: &Path) -> (Vec<Vec<u8>>, PathBuf, Vec<u8>) {
+    let engine = open(dir);
+    let q = engine.create_queue("q", QueueConfig::default()).unwrap();
+    let mut sent = Vec::new();
+    let mut last = (0, 0);
+    while segments(dir).len() < 2 {
+        assert!(sent.len() < 1000, "no spare segment reserved");
+        let payload = vec![sent.len() as u8 | 1; 1000];
+        let before = engine.log_stats().unwrap().bytes;
+        q.send(payload.clone()).unwrap();
+        engine.flush().unwrap();
+        last = (32 + before, 32 + engine.log_stats().unwrap().bytes);
+        sent.push(payload);
+    }
+    drop((q, engine));
+    let files = segments(dir);
+    assert_eq!(files.len(), 2, "one segment with data and its spare");
+    let bytes = std::fs::read(&files[0]).unwrap();
+    let record = bytes[last.0 as usize..last.1 as usize].to_vec();
+    (sent, files[0].clone(), record)
+}
+
+/// A kill -9 can land inside the writer's `pwrite` and leave part of a
+/// group in the segment it was filling while its spare already exists: that
+/// is a torn tail (reported and cut off), not damage in a sealed segment.
+#[test]
+fn a_torn_write_before_the_spare_segment_is_a_torn_tail() {
+    let dir = scratch("torn-before-spare");
+    let (sent, first, record) = log_with_a_spare(&dir);
+    let mut bytes = std::fs::read(&first).unwrap();
+    bytes.extend_from_slice(&record[..record.len() / 2]);
+    std::fs::write(&first, &bytes).unwrap();
+    let engine = open(&dir);
+    let report = engine.recovery().unwrap().clone();
+    assert_eq!(report.torn_bytes, (record.len() / 2) as u64);
+    assert!(report.damaged.is_empty());
+    let q = engine.queue("q").unwrap();
+    q.send(b"after".to_vec()).unwrap();
+    drop((q, engine));
+    // The cut was made durable: the next open finds no torn bytes.
+    let engine = open(&dir);
+    assert_eq!(engine.recovery().unwrap().torn_bytes, 0);
+    let mut got: Vec<Vec<u8>> = drain(&engine, "q").into_values().map(|(p, _)| p).collect();
+    let mut want = sent;
+    want.push(b"after".to_vec());
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "every whole record kept, nothing twice");
+}
+
+/// Damage at the end of a segment that a later segment's data follows is
+/// still damage, not a torn tail.
+#[test]
+fn damage_at_the_end_of_a_sealed_segment_is_still_an_error() {
+    let dir = scratch("damaged-sealed");
+    let (_, first, record) = log_with_a_spare(&dir);
+    // The spare becomes the current segment at the open: write to it.
+    let engine = open(&dir);
+    let q = engine.queue("q").unwrap();
+    for _ in 0..5 {
+        q.send(vec![7; 1000]).unwrap();
+    }
+    drop((q, engine));
+    let files = segments(&dir);
+    assert_eq!(files.len(), 2);
+    assert!(std::fs::metadata(&files[1]).unwrap().len() > 5000, "the second segment holds the new records");
+    let mut bytes = std::fs::read(&first).unwrap();
+    bytes.extend_from_slice(&record[..record.len() / 2]);
+    std::fs::write(&first, &bytes).unwrap();
+    match Engine::builder().clock(ManualClock::new()).data_dir(&dir).segment_bytes(SEGMENT).open() {
+        Err(Error::CorruptLog { file, .. }) => assert_eq!(file, first),
+        other => panic!("damage in a sealed segment gave {other:?}"),
+    }
+}
+
+/// A crash between creating a segment file and writing its header leaves a
+/// file of zeros that never held a record: recovery removes it.
+#[test]
+fn a_segment_file_cut_short_before_its_header_is_removed() {
+    let dir = scratch("unfinished-reservation");
+    let (sent, _, _) = log_with_a_spare(&dir);
+    let name = |index: u64| dir.join(format!("wal-{index:016x}.seg"));
+    std::fs::write(name(3), vec![0u8; 4096]).unwrap();
+    let engine = open(&dir);
+    assert_eq!(engine.recovery().unwrap().torn_bytes, 0);
+    assert!(!name(3).exists(), "the empty reservation was removed");
+    assert_eq!(drain(&engine, "q").len(), sent.len());
+}
+
 #[test]
 fn compaction_keeps_the_live_state_and_bounds_the_log() {
     let dir = scratch("compact");

@@ -277,22 +277,39 @@ fn recover(dir: &Path, repair: Repair, segment_bytes: u64) -> Result<(Recovered,
         // all still here.
         let _ = std::fs::remove_file(tmp);
     }
+    let (segments, mut ahead) = drop_unfinished_reservations(dir, segments)?;
     let mut report = RecoveryReport { segments: segments.len(), ..RecoveryReport::default() };
     let mut replica = Replica::default();
     let mut sealed = Vec::new();
     let mut current = None;
     let count = segments.len();
+    // The writer reserves its next segment (a header, then zeros) before the
+    // current one is full, so the segment it was filling when the process
+    // died may be followed by that spare: the newest segment holding data,
+    // not the newest file, is where a torn tail may be.
+    let filling = (0..count).rev().find(|&at| ahead.get(&at).is_none_or(|bytes| holds_data(bytes))).unwrap_or(0);
     for (at, (index, path)) in segments.into_iter().enumerate() {
-        let bytes = std::fs::read(&path).map_err(|e| Error::io(&format!("reading {}", path.display()), &e))?;
+        let bytes = match ahead.remove(&at) {
+            Some(bytes) => bytes,
+            None => std::fs::read(&path).map_err(|e| Error::io(&format!("reading {}", path.display()), &e))?,
+        };
         let last = at + 1 == count;
-        let scan = segment::scan(&bytes, index, last, repair == Repair::SkipDamaged, |entry| replica.apply(entry))
-            .map_err(|damage| Error::CorruptLog { file: path.clone(), offset: damage.offset, reason: damage.reason })?;
+        let may_be_torn = at >= filling;
+        let scan =
+            segment::scan(&bytes, index, may_be_torn, repair == Repair::SkipDamaged, |entry| replica.apply(entry))
+                .map_err(|damage| Error::CorruptLog {
+                    file: path.clone(),
+                    offset: damage.offset,
+                    reason: damage.reason,
+                })?;
         report.records += scan.frames;
         for (offset, len) in &scan.skipped {
             report.damaged.push(DamagedRange { file: path.clone(), offset: *offset, bytes: *len });
         }
-        if last {
+        if scan.torn > 0 {
             report.torn_bytes = scan.torn as u64;
+        }
+        if last {
             let segment = OpenSegment::reopen(&path, index, scan.end as u64, segment_bytes)
                 .map_err(|e| Error::io(&format!("opening {}", path.display()), &e))?;
             if scan.torn > 0 {
@@ -308,11 +325,66 @@ fn recover(dir: &Path, repair: Repair, segment_bytes: u64) -> Result<(Recovered,
             }
             current = Some(segment);
         } else {
+            if scan.torn > 0 {
+                // The segment being filled, with the spare after it: seal it
+                // as the writer's roll would have (synced, its torn tail and
+                // reserve cut off), since the spare becomes the current one.
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .and_then(|file| file.set_len(scan.end as u64).and_then(|()| file.sync_all()))
+                    .map_err(|e| Error::io(&format!("sealing {}", path.display()), &e))?;
+            }
             sealed.push((index, scan.end as u64));
         }
     }
     report.ignored_records = replica.ignored;
     Ok((Recovered { replica, current, sealed }, report))
+}
+
+/// Whether a segment's bytes hold anything past its header.
+fn holds_data(bytes: &[u8]) -> bool {
+    bytes.get(segment::HEADER..).is_some_and(|rest| rest.iter().any(|&b| b != 0))
+}
+
+/// Removes the newest segment files that hold nothing at all (not even a
+/// header: a reservation that a crash cut short between creating the file
+/// and writing its header; it never held a record), then reads the newest
+/// segments ahead, down to the newest that holds data, keyed by their place
+/// in the list returned (so recovery reads no file twice).
+#[allow(clippy::type_complexity)]
+fn drop_unfinished_reservations(
+    dir: &Path,
+    mut segments: Vec<(u64, PathBuf)>,
+) -> Result<(Vec<(u64, PathBuf)>, HashMap<usize, Vec<u8>>), Error> {
+    let read = |path: &Path| std::fs::read(path).map_err(|e| Error::io(&format!("reading {}", path.display()), &e));
+    let mut ahead = HashMap::new();
+    let mut removed = false;
+    while let Some((_, path)) = segments.last() {
+        let bytes = read(path)?;
+        if bytes.iter().any(|&b| b != 0) {
+            ahead.insert(segments.len() - 1, bytes);
+            break;
+        }
+        std::fs::remove_file(path).map_err(|e| Error::io(&format!("removing {}", path.display()), &e))?;
+        segments.pop();
+        removed = true;
+    }
+    if removed {
+        segment::sync_dir(dir).map_err(|e| Error::io(&format!("syncing {}", dir.display()), &e))?;
+    }
+    for at in (0..segments.len()).rev() {
+        let bytes = match ahead.remove(&at) {
+            Some(bytes) => bytes,
+            None => read(&segments[at].1)?,
+        };
+        let data = holds_data(&bytes);
+        ahead.insert(at, bytes);
+        if data {
+            break;
+        }
+    }
+    Ok((segments, ahead))
 }
 
 /// What `restore` did.

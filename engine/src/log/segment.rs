@@ -119,8 +119,9 @@ pub(crate) struct Damage {
 }
 
 /// Reads the frames of a segment's bytes, handing each entry to `apply`.
-/// `last` says whether this is the newest segment (the only one that may
-/// have a torn tail); `repair` skips damage instead of stopping.
+/// `last` says whether this segment may end in a torn write (the newest
+/// segment holding data: only the spare reserved ahead of it, which holds
+/// none, may follow it); `repair` skips damage instead of stopping.
 pub(crate) fn scan(
     bytes: &[u8],
     index: u64,
