@@ -427,7 +427,9 @@ fn request_id(n: u64) -> String {
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^= x >> 31;
-    let pid = u64::from(std::process::id());
+    // Read once: `process::id` is a system call, and this runs per request.
+    static PID: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let pid = *PID.get_or_init(|| u64::from(std::process::id()));
     format!(
         "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
         x >> 32,
