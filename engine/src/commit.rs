@@ -34,12 +34,18 @@ use crate::receipt::MessageId;
 struct Wait {
     queue: Queue,
     seq: u64,
+    /// The waker registered with the journal last (`Journal::poll_durable`).
+    registered: Option<std::task::Waker>,
 }
 
 impl Wait {
-    fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<(), StorageFailure>> {
+    fn new(queue: &Queue, seq: u64) -> Self {
+        Wait { queue: queue.clone(), seq, registered: None }
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), StorageFailure>> {
         match self.queue.core.journal() {
-            Some(journal) => journal.poll_durable(self.seq, cx),
+            Some(journal) => journal.poll_durable(self.seq, cx, &mut self.registered),
             None => Poll::Ready(Ok(())),
         }
     }
@@ -70,7 +76,7 @@ impl<T> Settle<T> {
     /// A future that resolves to `value` once record `seq` of `queue`'s
     /// journal is durable (`None`: at once).
     pub(crate) fn new(queue: &Queue, seq: Option<u64>, value: T, on_failure: fn(T, StorageFailure) -> T) -> Self {
-        Settle { wait: seq.map(|seq| Wait { queue: queue.clone(), seq }), value: Some(value), on_failure }
+        Settle { wait: seq.map(|seq| Wait::new(queue, seq)), value: Some(value), on_failure }
     }
 }
 
@@ -79,7 +85,7 @@ impl<T: Unpin> Future for Settle<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
         let this = self.get_mut();
-        let durable = match &this.wait {
+        let durable = match &mut this.wait {
             Some(wait) => match wait.poll(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(durable) => durable,
@@ -134,7 +140,7 @@ impl SendFuture {
     }
 
     pub(crate) fn staged(queue: &Queue, seq: u64, stage: DetachedStage, now: u64) -> Self {
-        SendFuture { state: SendState::Staged { wait: Wait { queue: queue.clone(), seq }, stage, now } }
+        SendFuture { state: SendState::Staged { wait: Wait::new(queue, seq), stage, now } }
     }
 
     /// Publishes the staged message if its record is durable, else takes it
@@ -209,7 +215,7 @@ impl SendBatchFuture {
         seq: Option<u64>,
         now: u64,
     ) -> Self {
-        let wait = seq.map(|seq| Wait { queue: queue.clone(), seq });
+        let wait = seq.map(|seq| Wait::new(queue, seq));
         SendBatchFuture { results, staged, wait, now }
     }
 
@@ -231,7 +237,7 @@ impl Future for SendBatchFuture {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        if let Some(wait) = &this.wait {
+        if let Some(wait) = &mut this.wait {
             let Poll::Ready(durable) = wait.poll(cx) else {
                 return Poll::Pending;
             };

@@ -355,19 +355,29 @@ impl Journal {
 
     /// `wait_durable` for a task: ready once record `seq` is durable (or
     /// failed), else registers the task's waker, which `mark_durable` wakes.
+    /// `registered` is the caller's memory of the waker it registered last:
+    /// a poll with a waker that wakes the same task adds nothing, so polls
+    /// that nothing woke (a `select!` loop's) do not grow the list. That
+    /// registration is still listed whenever `durable` is not past `seq`
+    /// (`mark_durable` removes only those it wakes, after raising it).
     pub(crate) fn poll_durable(
         &self,
         seq: u64,
         cx: &mut std::task::Context<'_>,
+        registered: &mut Option<std::task::Waker>,
     ) -> std::task::Poll<Result<(), StorageFailure>> {
         let done = |j: &Journal| j.durable.load(Ordering::Acquire) > seq;
         if !done(self) {
+            if registered.as_ref().is_some_and(|waker| waker.will_wake(cx.waker())) {
+                return std::task::Poll::Pending;
+            }
             let mut tasks = lock(&self.durable_tasks);
             // Checked again under the lock: `mark_durable` raises `durable`
             // before it takes this lock to wake, so either this sees the
             // raise or the waker is in the list when the wake-up runs.
             if !done(self) {
                 tasks.push((seq, cx.waker().clone()));
+                *registered = Some(cx.waker().clone());
                 return std::task::Poll::Pending;
             }
         }
@@ -774,6 +784,22 @@ mod tests {
         let sender = park_a_sender(&journal);
         journal.close();
         sender.join().unwrap();
+    }
+
+    #[test]
+    fn polls_that_nothing_woke_register_the_task_once() {
+        let journal = Journal::new(SyncPolicy::Always, 0);
+        let seq = journal.push(Record::Gone { queue: 0, id: 0 });
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        let mut registered = None;
+        for _ in 0..100 {
+            assert!(journal.poll_durable(seq, &mut cx, &mut registered).is_pending());
+        }
+        assert_eq!(lock(&journal.durable_tasks).len(), 1);
+        journal.mark_durable(seq + 1);
+        assert!(lock(&journal.durable_tasks).is_empty());
+        assert!(matches!(journal.poll_durable(seq, &mut cx, &mut registered), std::task::Poll::Ready(Ok(()))));
     }
 
     #[test]

@@ -531,7 +531,15 @@ impl Queue {
     /// woken by sends, releases and expiries, and its wait runs out on the
     /// engine's driver tick (or, with a manual clock, when the clock passes it).
     pub fn receive_async(&self, max: usize, options: ReceiveOptions) -> ReceiveFuture {
-        ReceiveFuture { queue: self.clone(), max, options, until: None, registration: None, committing: None }
+        ReceiveFuture {
+            queue: self.clone(),
+            max,
+            options,
+            until: None,
+            registration: None,
+            committing: None,
+            commit_waker: None,
+        }
     }
 
     /// Acks the attempt `receipt` names: the message is gone for good.
@@ -734,6 +742,8 @@ pub struct ReceiveFuture {
     /// Under `SyncPolicy::Always`: the deliveries taken, held back until the
     /// log record of the last one's delivery count is durable.
     committing: Option<(Vec<Delivery>, u64)>,
+    /// The waker registered for that commit (`Journal::poll_durable`).
+    commit_waker: Option<std::task::Waker>,
 }
 
 impl fmt::Debug for ReceiveFuture {
@@ -750,7 +760,7 @@ impl Future for ReceiveFuture {
         let core = &this.queue.core;
         if let Some((_, seq)) = this.committing {
             let journal = core.journal().expect("only a durable queue commits");
-            return match journal.poll_durable(seq, cx) {
+            return match journal.poll_durable(seq, cx, &mut this.commit_waker) {
                 Poll::Pending => Poll::Pending,
                 Poll::Ready(result) => {
                     let (out, _) = this.committing.take().expect("checked above");
