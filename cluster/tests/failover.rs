@@ -132,9 +132,9 @@ fn a_new_leader_serves_what_the_old_one_committed_and_the_old_one_writes_nothing
     let jobs2 = successor.queue("jobs").unwrap();
     assert_eq!(jobs2.config().max_receives, Some(3));
     let restored = jobs2.stats();
-    // The two leased ones are hidden until their leases end (restored as
-    // delayed, not in flight: the new engine issued no lease for them).
-    assert_eq!((restored.ready, restored.delayed + restored.in_flight), (7, 2), "{restored:?}");
+    // The two leased ones are hidden until their leases end, in flight here
+    // as on the old leader (with no receipt of this engine naming them).
+    assert_eq!((restored.ready, restored.delayed, restored.in_flight), (7, 0, 2), "{restored:?}");
 
     // Only the ready ones are delivered; the two leases are kept, and the
     // released one's delivery count carries on.

@@ -79,9 +79,13 @@ pub(crate) enum Record {
     /// on a replicated engine also the lease's end, `until` (Unix
     /// nanoseconds; 0 when not logged, as on a local data dir).
     Received { queue: u32, id: u64, count: u32, until: u64 },
-    /// Replicated engines only: the lease now ends (extend), or the message
-    /// is eligible again (release), at `until` (Unix nanoseconds; 0: now).
+    /// Replicated engines only: the lease now ends at `until` (an extend;
+    /// Unix nanoseconds). Logs written before `Released` existed also hold
+    /// releases as this record.
     LeaseSet { queue: u32, id: u64, until: u64 },
+    /// Replicated engines only: the lease was given up (a release); the
+    /// message is eligible again at `until` (Unix nanoseconds; 0: now).
+    Released { queue: u32, id: u64, until: u64 },
     /// The message left its queue for good (ack, purge).
     Gone { queue: u32, id: u64 },
     /// The message moved from `from` to `to` (dead-letter or redrive) with a
@@ -109,6 +113,7 @@ impl fmt::Debug for Record {
                 write!(f, "Received({queue}, {id}, count {count}, until {until})")
             }
             Record::LeaseSet { queue, id, until } => write!(f, "LeaseSet({queue}, {id}, until {until})"),
+            Record::Released { queue, id, until } => write!(f, "Released({queue}, {id}, until {until})"),
             Record::Gone { queue, id } => write!(f, "Gone({queue}, {id})"),
             Record::Moved { from, to, id, at, carried, dead_letter } => {
                 write!(f, "Moved({from} -> {to}, {id}, at {at}, carried {carried}, record {})", dead_letter.is_some())

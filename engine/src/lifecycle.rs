@@ -872,7 +872,7 @@ impl QueueCore {
             // SAFETY: we hold the claim.
             let id = unsafe { Self::claimed_id(slot) };
             let until = if delay > 0 { self.unix_at(now.saturating_add(delay), now) } else { 0 };
-            journal.push(Record::LeaseSet { queue: self.ordinal, id: id.0, until });
+            journal.push(Record::Released { queue: self.ordinal, id: id.0, until });
         }
         if self.fail_attempt(shard, receipt.slot, slot, claim, now, now, Failure::Released, delay, None) {
             self.waiters.notify();

@@ -83,8 +83,8 @@ pub(crate) enum Counter {
     RedriveTooLarge,
     /// Messages dropped because they outlived the queue's retention.
     RetentionDropped,
-    /// Messages restored in flight (a replicated engine's failover at the
-    /// retry ceiling, `restore_leased`): sent and in flight at once.
+    /// Messages restored in flight (a replicated engine's failover with
+    /// leases in force, `restore_leased`): sent and in flight at once.
     RestoredInFlight,
 }
 

@@ -104,6 +104,9 @@ fn a_new_leader_keeps_messages_counts_and_leases() {
     let (clock, new) = successor(&clock, state, &sink);
     let jobs = new.queue("jobs").unwrap();
     assert_eq!(new.recovery().unwrap().messages, 9);
+    // The inherited leases are in flight here too, the release delayed.
+    let after = jobs.stats();
+    assert_eq!((after.ready, after.delayed, after.in_flight), (6, 1, 2), "the stats agree across the failover");
 
     // Only the six that were ready are receivable: the two leases and the
     // release delay are kept.
@@ -169,6 +172,7 @@ fn a_snapshot_rebuilds_the_same_state() {
     let q = new.queue("q").unwrap();
     assert_eq!(q.config().retention, Some(secs(3600)));
     assert_eq!(&q.metadata()[..], b"settings of the application", "metadata travels in snapshots");
+    assert_eq!(q.stats().in_flight, 1, "a lease travels in snapshots as a lease");
     assert_eq!(q.receive(10).unwrap().len(), 3, "the one in flight stays hidden");
     clock.advance(secs(10));
     let back = q.receive(10).unwrap();

@@ -459,12 +459,13 @@ pub(crate) fn restore(engine: &Engine, replica: &Replica, report: &mut RecoveryR
             }
         }
         let at_ceiling_count = core.config.max_receives.is_some_and(|ceiling| m.count >= ceiling);
-        if at_ceiling_count && m.deliver_at > unix_now {
-            // A replicated engine's failover found the last attempt's lease
-            // still in force (only a replicated engine logs leases, and a
-            // release at the ceiling moves the message): that attempt has
-            // not failed yet, so it stays in flight until its lease ends and
-            // then expires as leases do, to the dead-letter queue.
+        if m.leased && m.deliver_at > unix_now {
+            // A replicated engine's failover found a lease still in force
+            // (only a replicated engine logs leases): that attempt has not
+            // ended, so the message stays in flight (counted so in the
+            // stats) until its lease ends, and then expires as leases do:
+            // back with the queue's backoff, or at the ceiling to the
+            // dead-letter queue.
             core.restore_leased(arrival_of(id, m), m.deliver_at - unix_now).map_err(|_| too_many(core))?;
             *held.entry(m.queue).or_default() += 1;
             report.messages += 1;

@@ -51,6 +51,9 @@ pub(crate) struct RestoredMessage {
     /// When it arrived on its queue (Unix nanoseconds; 0: not known).
     pub(crate) arrived: u64,
     pub(crate) deliver_at: u64,
+    /// In flight until `deliver_at` (a replicated engine's lease), rather
+    /// than delayed until then.
+    pub(crate) leased: bool,
     pub(crate) count: u32,
     pub(crate) carried: u32,
     pub(crate) dead_letter: Option<Arc<DeadLetterRecord>>,
@@ -81,6 +84,10 @@ const RECEIVED_UNTIL: u8 = 14;
 const LEASE_SET: u8 = 15;
 /// A queue's metadata (`Queue::set_metadata`).
 const METADATA_SET: u8 = 16;
+// Replicated engines only: a release (`LEASE_SET` had held both), and a
+// live message in flight at a snapshot (the layout of `RESTORED_AT`).
+const RELEASED: u8 = 17;
+const RESTORED_LEASED: u8 = 18;
 
 /// Appends `entry` as one frame to `out`.
 pub(crate) fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
@@ -95,7 +102,7 @@ pub(crate) fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
             body.u64(*ids_below);
         }
         Entry::Restored(m) => {
-            body.u8(RESTORED_AT);
+            body.u8(if m.leased { RESTORED_LEASED } else { RESTORED_AT });
             body.u32(m.queue);
             body.u64(m.id);
             body.u64(m.arrived);
@@ -165,6 +172,12 @@ fn encode_record(record: &Record, body: &mut Writer<'_>) {
         }
         Record::LeaseSet { queue, id, until } => {
             body.u8(LEASE_SET);
+            body.u32(*queue);
+            body.u64(*id);
+            body.u64(*until);
+        }
+        Record::Released { queue, id, until } => {
+            body.u8(RELEASED);
             body.u32(*queue);
             body.u64(*id);
             body.u64(*until);
@@ -264,6 +277,7 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
             Entry::Op(Record::Received { queue, id, count, until })
         }
         LEASE_SET => Entry::Op(Record::LeaseSet { queue: r.u32()?, id: r.u64()?, until: r.u64()? }),
+        RELEASED => Entry::Op(Record::Released { queue: r.u32()?, id: r.u64()?, until: r.u64()? }),
         GONE => Entry::Op(Record::Gone { queue: r.u32()?, id: r.u64()? }),
         MOVED | MOVED_AT => {
             let (from, to, id) = (r.u32()?, r.u32()?, r.u64()?);
@@ -282,9 +296,9 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
         }
         IDS_RESERVED => Entry::Op(Record::IdsReserved { below: r.u64()? }),
         SNAPSHOT => Entry::Snapshot { next_queue: r.u32()?, ids_below: r.u64()? },
-        RESTORED | RESTORED_AT => {
+        RESTORED | RESTORED_AT | RESTORED_LEASED => {
             let (queue, id) = (r.u32()?, r.u64()?);
-            let arrived = if tag == RESTORED_AT { r.u64()? } else { 0 };
+            let arrived = if tag == RESTORED { 0 } else { r.u64()? };
             let (deliver_at, count, carried) = (r.u64()?, r.u32()?, r.u32()?);
             let dead_letter = r.dead_letter()?;
             let payload = Bytes::copy_from_slice(r.rest());
@@ -293,6 +307,7 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
                 id,
                 arrived,
                 deliver_at,
+                leased: tag == RESTORED_LEASED,
                 count,
                 carried,
                 dead_letter,
@@ -583,6 +598,8 @@ mod tests {
             Entry::Op(Record::Received { queue: 7, id: 9, count: 3, until: 1 << 62 }),
             Entry::Op(Record::LeaseSet { queue: 7, id: 9, until: 77 }),
             Entry::Op(Record::LeaseSet { queue: 7, id: 9, until: 0 }),
+            Entry::Op(Record::Released { queue: 7, id: 9, until: 88 }),
+            Entry::Op(Record::Released { queue: 7, id: 9, until: 0 }),
             Entry::Op(Record::Gone { queue: 7, id: 9 }),
             Entry::Op(Record::Moved { from: 7, to: 1, id: 4, at: 5, carried: 2, dead_letter: Some(record()) }),
             Entry::Op(Record::Moved { from: 1, to: 7, id: 4, at: u64::MAX, carried: 3, dead_letter: None }),
@@ -597,10 +614,22 @@ mod tests {
                 id: 3,
                 arrived: 42,
                 deliver_at: 99,
+                leased: false,
                 count: 2,
                 carried: 1,
                 dead_letter: Some(record()),
                 payload: Bytes::from_static(b"payload"),
+            })),
+            Entry::Restored(Box::new(RestoredMessage {
+                queue: 7,
+                id: 4,
+                arrived: 43,
+                deliver_at: 100,
+                leased: true,
+                count: 1,
+                carried: 0,
+                dead_letter: None,
+                payload: Bytes::from_static(b"leased"),
             })),
         ]
     }

@@ -42,6 +42,9 @@ pub(crate) struct MessageState {
     /// of its send's delay, or on a replicated engine the end of its current
     /// lease or release delay; 0 for none.
     pub(crate) deliver_at: u64,
+    /// In flight until `deliver_at` (a replicated engine's lease in force
+    /// when last logged), rather than delayed until then.
+    pub(crate) leased: bool,
     /// Deliveries on its current queue.
     pub(crate) count: u32,
     /// Deliveries on earlier queues.
@@ -121,13 +124,23 @@ impl Replica {
                 *self = Replica { next_queue, ids_below, ignored: self.ignored, ..Replica::default() };
             }
             Entry::Restored(m) => {
-                let RestoredMessage { queue, id, arrived, deliver_at, count, carried, dead_letter, payload } = *m;
+                let RestoredMessage { queue, id, arrived, deliver_at, leased, count, carried, dead_letter, payload } =
+                    *m;
                 if !self.queues.contains_key(&queue) {
                     self.ignored += 1;
                     return;
                 }
-                let state =
-                    MessageState { queue, arrival: 0, arrived, payload, deliver_at, count, carried, dead_letter };
+                let state = MessageState {
+                    queue,
+                    arrival: 0,
+                    arrived,
+                    payload,
+                    deliver_at,
+                    leased,
+                    count,
+                    carried,
+                    dead_letter,
+                };
                 self.insert(id, state);
             }
         }
@@ -168,6 +181,7 @@ impl Replica {
                     arrived: at,
                     payload,
                     deliver_at,
+                    leased: false,
                     count: 0,
                     carried: 0,
                     dead_letter: None,
@@ -179,12 +193,23 @@ impl Replica {
                     m.count = count;
                     if until != 0 {
                         m.deliver_at = until;
+                        m.leased = true;
                     }
                 }
                 _ => self.ignored += 1,
             },
             Record::LeaseSet { queue, id, until } => match self.messages.get_mut(&id) {
-                Some(m) if m.queue == queue => m.deliver_at = until,
+                Some(m) if m.queue == queue => {
+                    m.deliver_at = until;
+                    m.leased = true;
+                }
+                _ => self.ignored += 1,
+            },
+            Record::Released { queue, id, until } => match self.messages.get_mut(&id) {
+                Some(m) if m.queue == queue => {
+                    m.deliver_at = until;
+                    m.leased = false;
+                }
                 _ => self.ignored += 1,
             },
             Record::Gone { queue, id } => match self.messages.get(&id) {
@@ -212,6 +237,7 @@ impl Replica {
                 m.arrived = at;
                 m.count = 0;
                 m.deliver_at = 0;
+                m.leased = false;
                 m.carried = carried;
                 m.dead_letter = dead_letter;
                 self.insert(id, m);
@@ -274,6 +300,7 @@ impl Replica {
                 id,
                 arrived: m.arrived,
                 deliver_at: m.deliver_at,
+                leased: m.leased,
                 count: m.count,
                 carried: m.carried,
                 dead_letter: m.dead_letter.clone(),
