@@ -15,7 +15,7 @@ mod held_sink;
 use held_sink::{Held, HeldSink};
 
 use leaseq::{
-    Clock, Engine, Error, LeaseError, ManualClock, QueueConfig, ReceiptError, ReceiveOptions, ReplicaState,
+    Backoff, Clock, Engine, Error, LeaseError, ManualClock, QueueConfig, ReceiptError, ReceiveOptions, ReplicaState,
     ReplicationSink,
 };
 
@@ -143,6 +143,31 @@ fn a_new_leader_keeps_messages_counts_and_leases() {
     // Ids continue above every id the old leader handed out.
     let id = jobs.send(vec![99]).unwrap();
     assert!(old_ids.iter().all(|&old| id.as_u64() > old), "{id:?} after {old_ids:?}");
+}
+
+/// An inherited lease ends as a lease of the new leader would: counted in
+/// flight until then, and back only after the queue's backoff.
+#[test]
+fn an_inherited_lease_expires_with_the_queues_backoff() {
+    let clock = ManualClock::new();
+    let sink = Arc::new(Recorder::default());
+    let old = leader(&clock, &sink);
+    let q = old.create_queue("q", QueueConfig::default().backoff(Backoff::Fixed(secs(5)))).unwrap();
+    q.send(b"job".to_vec()).unwrap();
+    assert_eq!(q.receive_with(1, ReceiveOptions::default().visibility(secs(10))).unwrap().len(), 1);
+    clock.advance(secs(2));
+    let state = sink.state();
+    drop((q, old));
+    let (clock, new) = successor(&clock, state, &sink);
+    let q = new.queue("q").unwrap();
+    assert_eq!(q.stats().in_flight, 1);
+    // The lease ends at 10 s; the backoff holds the message 5 s more.
+    clock.advance(secs(8));
+    assert!(q.receive(1).unwrap().is_empty(), "back before the backoff ended");
+    assert_eq!((q.stats().in_flight, q.stats().delayed), (0, 1));
+    clock.advance(secs(5));
+    let back = q.receive(1).unwrap();
+    assert_eq!((back.len(), back[0].delivery_count), (1, 2));
 }
 
 #[test]
