@@ -16,6 +16,7 @@
 //! delivery count reached its queue's `max_receives` moves to the
 //! dead-letter queue at open, as its failed attempt would have moved it.
 
+pub(crate) mod id_table;
 pub(crate) mod record;
 pub(crate) mod replica;
 pub(crate) mod replication;

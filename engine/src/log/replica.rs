@@ -9,7 +9,7 @@
 //! does not hold (records of a queue deleted a moment earlier, racing its
 //! deletion) change nothing and are counted.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -17,6 +17,7 @@ use bytes::Bytes;
 use crate::config::QueueConfig;
 use crate::dead_letter::DeadLetterRecord;
 use crate::journal::Record;
+use crate::log::id_table::IdTable;
 use crate::log::record::{Entry, RestoredMessage};
 
 /// A live queue.
@@ -58,7 +59,7 @@ const MESSAGE_OVERHEAD: u64 = 48;
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(crate) struct Replica {
     pub(crate) queues: BTreeMap<u32, QueueState>,
-    pub(crate) messages: HashMap<u64, MessageState, IdHash>,
+    pub(crate) messages: IdTable<MessageState>,
     next_arrival: u64,
     /// The next queue ordinal to hand out (ordinals are never reused).
     pub(crate) next_queue: u32,
@@ -188,7 +189,7 @@ impl Replica {
                 };
                 self.insert(id, state);
             }
-            Record::Received { queue, id, count, until } => match self.messages.get_mut(&id) {
+            Record::Received { queue, id, count, until } => match self.messages.get_mut(id) {
                 Some(m) if m.queue == queue => {
                     m.count = count;
                     if until != 0 {
@@ -198,28 +199,28 @@ impl Replica {
                 }
                 _ => self.ignored += 1,
             },
-            Record::LeaseSet { queue, id, until } => match self.messages.get_mut(&id) {
+            Record::LeaseSet { queue, id, until } => match self.messages.get_mut(id) {
                 Some(m) if m.queue == queue => {
                     m.deliver_at = until;
                     m.leased = true;
                 }
                 _ => self.ignored += 1,
             },
-            Record::Released { queue, id, until } => match self.messages.get_mut(&id) {
+            Record::Released { queue, id, until } => match self.messages.get_mut(id) {
                 Some(m) if m.queue == queue => {
                     m.deliver_at = until;
                     m.leased = false;
                 }
                 _ => self.ignored += 1,
             },
-            Record::Gone { queue, id } => match self.messages.get(&id) {
+            Record::Gone { queue, id } => match self.messages.get(id) {
                 Some(m) if m.queue == queue => {
                     self.remove(id);
                 }
                 _ => self.ignored += 1,
             },
             Record::Moved { from, to, id, at, carried, dead_letter } => {
-                let moved = match self.messages.get(&id) {
+                let moved = match self.messages.get(id) {
                     Some(m) if m.queue == from && self.queues.contains_key(&to) => true,
                     Some(m) if m.queue == from => {
                         // The destination is gone: the message went with it.
@@ -269,14 +270,14 @@ impl Replica {
     }
 
     fn remove(&mut self, id: u64) -> Option<MessageState> {
-        let m = self.messages.remove(&id)?;
+        let m = self.messages.remove(id)?;
         self.live_bytes = self.live_bytes.saturating_sub(m.payload.len() as u64 + MESSAGE_OVERHEAD);
         Some(m)
     }
 
     /// The live messages in arrival order, with their ids.
     pub(crate) fn messages_in_order(&self) -> Vec<(u64, &MessageState)> {
-        let mut all: Vec<(u64, &MessageState)> = self.messages.iter().map(|(id, m)| (*id, m)).collect();
+        let mut all: Vec<(u64, &MessageState)> = self.messages.iter().collect();
         all.sort_unstable_by_key(|(_, m)| m.arrival);
         all
     }
