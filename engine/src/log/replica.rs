@@ -71,11 +71,11 @@ pub(crate) struct Replica {
     pub(crate) live_bytes: u64,
 }
 
-/// Hashes a message id with two multiplications (Fibonacci hashing) instead
-/// of SipHash: ids are handed out by the engine, not chosen by whoever sends,
-/// so there is no collision attack to resist, and the writer applies every
-/// record to this map (SipHash was a tenth of the writer's time under
-/// `Never`).
+/// Hashes a message id (or an `IdTable` page number) with two
+/// multiplications (Fibonacci hashing) instead of SipHash: ids are handed
+/// out by the engine, not chosen by whoever sends, so there is no collision
+/// attack to resist, and the writer applies every record to the replica
+/// (SipHash was a tenth of the writer's time under `Never`).
 pub(crate) type IdHash = std::hash::BuildHasherDefault<IdHasher>;
 
 /// See [`IdHash`].
