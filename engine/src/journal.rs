@@ -793,10 +793,20 @@ mod tests {
 
     #[test]
     fn polls_that_nothing_woke_register_the_task_once() {
+        /// A task's waker that counts its wake-ups (its clones share the
+        /// data pointer and vtable, as an executor's do; a no-op waker's
+        /// vtable may differ between uses in a debug build).
+        struct Wakes(std::sync::atomic::AtomicUsize);
+        impl std::task::Wake for Wakes {
+            fn wake(self: StdArc<Self>) {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
         let journal = Journal::new(SyncPolicy::Always, 0);
         let seq = journal.push(Record::Gone { queue: 0, id: 0 });
-        let waker = std::task::Waker::noop();
-        let mut cx = std::task::Context::from_waker(waker);
+        let wakes = StdArc::new(Wakes(std::sync::atomic::AtomicUsize::new(0)));
+        let waker = std::task::Waker::from(wakes.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
         let mut registered = None;
         for _ in 0..100 {
             assert!(journal.poll_durable(seq, &mut cx, &mut registered).is_pending());
@@ -804,6 +814,7 @@ mod tests {
         assert_eq!(lock(&journal.durable_tasks).len(), 1);
         journal.mark_durable(seq + 1);
         assert!(lock(&journal.durable_tasks).is_empty());
+        assert_eq!(wakes.0.load(std::sync::atomic::Ordering::Relaxed), 1, "woken once");
         assert!(matches!(journal.poll_durable(seq, &mut cx, &mut registered), std::task::Poll::Ready(Ok(()))));
     }
 
