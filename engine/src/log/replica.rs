@@ -71,8 +71,8 @@ pub(crate) struct Replica {
     pub(crate) live_bytes: u64,
 }
 
-/// Hashes a message id (or an `IdTable` page number) with two
-/// multiplications (Fibonacci hashing) instead of SipHash: ids are handed
+/// Hashes a message id (or an `IdTable` page number) with one
+/// multiplication (Fibonacci hashing) instead of SipHash: ids are handed
 /// out by the engine, not chosen by whoever sends, so there is no collision
 /// attack to resist, and the writer applies every record to the replica
 /// (SipHash was a tenth of the writer's time under `Never`).
@@ -95,24 +95,10 @@ impl std::hash::Hasher for IdHasher {
     }
 
     fn write_u64(&mut self, id: u64) {
-        // hashbrown picks the bucket from the low bits and the control byte
-        // from the top 7. Ids come in dense blocks (one per shard), so runs
-        // of 64 consecutive ids keep consecutive buckets (a send or ack then
-        // touches the cache lines its neighbours just touched, instead of a
-        // random line of a table far bigger than the cache), while each run
-        // lands at a position of its own (the high half of a Fibonacci
-        // product of the run number): buckets taken straight from the id
-        // were faster still with one or two shards, but collided into long
-        // probe sequences once many shards' blocks spread the ids wider than
-        // the table (2x slower than plain Fibonacci hashing at 64 shards, in
-        // a stand-alone comparison of the three). The top 7 bits of the
-        // id's own product keep the control bytes spread, so a probe still
-        // rejects most non-matches at once.
-        const FIB: u64 = 0x9E37_79B9_7F4A_7C15;
-        const RUN: u64 = 63;
-        const LOW: u64 = u64::MAX >> 7;
-        let run = (id >> 6).wrapping_mul(FIB).rotate_left(32);
-        self.0 = (id.wrapping_mul(FIB) & !LOW) | (run & LOW & !RUN) | (id & RUN);
+        // The high bits of the product pick hashbrown's bucket and control
+        // byte, so sequential keys spread over the whole table. (Locality
+        // of neighbouring ids is `IdTable`'s pages' job, not the hash's.)
+        self.0 = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 
