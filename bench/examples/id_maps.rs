@@ -66,7 +66,10 @@ impl<H: Hasher + Default> IdMap for HashMap<u64, Value, BuildHasherDefault<H>> {
 /// 64-id pages found by one hash lookup of the page number, each with a
 /// count of its full slots (as `IdTable`'s, without its sweep).
 #[derive(Default)]
-struct Pages(HashMap<u64, Box<(u32, [Option<Value>; 64])>, BuildHasherDefault<Fibonacci>>);
+struct Pages(HashMap<u64, Box<Page>, BuildHasherDefault<Fibonacci>>);
+
+/// Full slots, and the slots.
+type Page = (u32, [Option<Value>; 64]);
 
 impl IdMap for Pages {
     fn insert(&mut self, id: u64, value: Value) {
