@@ -271,14 +271,14 @@ struct Recovered {
 
 /// Replays every segment in `dir`.
 fn recover(dir: &Path, repair: Repair, segment_bytes: u64) -> Result<(Recovered, RecoveryReport), Error> {
-    let segment::Listing { segments, leftovers } =
+    let segment::Listing { mut segments, leftovers } =
         segment::list(dir).map_err(|e| Error::io(&format!("listing {}", dir.display()), &e))?;
     for tmp in leftovers {
         // An unfinished compaction: the segments it would have replaced are
         // all still here.
         let _ = std::fs::remove_file(tmp);
     }
-    let (segments, mut ahead) = drop_unfinished_reservations(dir, segments)?;
+    let tail = read_tail(dir, &mut segments)?;
     let mut report = RecoveryReport { segments: segments.len(), ..RecoveryReport::default() };
     let mut replica = Replica::default();
     let mut sealed = Vec::new();
@@ -286,13 +286,15 @@ fn recover(dir: &Path, repair: Repair, segment_bytes: u64) -> Result<(Recovered,
     let count = segments.len();
     // The writer reserves its next segment (a header, then zeros) before the
     // current one is full, so the segment it was filling when the process
-    // died may be followed by that spare: the newest segment holding data,
-    // not the newest file, is where a torn tail may be.
-    let filling = (0..count).rev().find(|&at| ahead.get(&at).is_none_or(|bytes| holds_data(bytes))).unwrap_or(0);
+    // died may be followed by that spare: the newest segment holding data
+    // (the tail's first), not the newest file, is where a torn tail may be.
+    let filling = count - tail.len();
+    let mut tail = tail.into_iter();
     for (at, (index, path)) in segments.into_iter().enumerate() {
-        let bytes = match ahead.remove(&at) {
+        let read_ahead = if at >= filling { tail.next() } else { None };
+        let bytes = match read_ahead {
             Some(bytes) => bytes,
-            None => std::fs::read(&path).map_err(|e| Error::io(&format!("reading {}", path.display()), &e))?,
+            None => read_segment(&path)?,
         };
         let last = at + 1 == count;
         let may_be_torn = at >= filling;
@@ -343,49 +345,43 @@ fn recover(dir: &Path, repair: Repair, segment_bytes: u64) -> Result<(Recovered,
     Ok((Recovered { replica, current, sealed }, report))
 }
 
+fn read_segment(path: &Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|e| Error::io(&format!("reading {}", path.display()), &e))
+}
+
 /// Whether a segment's bytes hold anything past its header.
 fn holds_data(bytes: &[u8]) -> bool {
     bytes.get(segment::HEADER..).is_some_and(|rest| rest.iter().any(|&b| b != 0))
 }
 
-/// Removes the newest segment files that hold nothing at all (not even a
-/// header: a reservation that a crash cut short between creating the file
-/// and writing its header; it never held a record), then reads the newest
-/// segments ahead, down to the newest that holds data, keyed by their place
-/// in the list returned (so recovery reads no file twice).
-#[allow(clippy::type_complexity)]
-fn drop_unfinished_reservations(
-    dir: &Path,
-    mut segments: Vec<(u64, PathBuf)>,
-) -> Result<(Vec<(u64, PathBuf)>, HashMap<usize, Vec<u8>>), Error> {
-    let read = |path: &Path| std::fs::read(path).map_err(|e| Error::io(&format!("reading {}", path.display()), &e));
-    let mut ahead = HashMap::new();
+/// Reads the newest segments, down to the newest that holds data, and
+/// returns their bytes oldest first. On the way it removes newest files
+/// that hold nothing at all (not even a header: a reservation that a crash
+/// cut short between creating the file and writing its header; it never
+/// held a record).
+fn read_tail(dir: &Path, segments: &mut Vec<(u64, PathBuf)>) -> Result<Vec<Vec<u8>>, Error> {
+    let mut tail = Vec::new();
     let mut removed = false;
-    while let Some((_, path)) = segments.last() {
-        let bytes = read(path)?;
-        if bytes.iter().any(|&b| b != 0) {
-            ahead.insert(segments.len() - 1, bytes);
-            break;
+    while tail.len() < segments.len() {
+        let path = &segments[segments.len() - 1 - tail.len()].1;
+        let bytes = read_segment(path)?;
+        if tail.is_empty() && bytes.iter().all(|&b| b == 0) {
+            std::fs::remove_file(path).map_err(|e| Error::io(&format!("removing {}", path.display()), &e))?;
+            segments.pop();
+            removed = true;
+            continue;
         }
-        std::fs::remove_file(path).map_err(|e| Error::io(&format!("removing {}", path.display()), &e))?;
-        segments.pop();
-        removed = true;
-    }
-    if removed {
-        segment::sync_dir(dir).map_err(|e| Error::io(&format!("syncing {}", dir.display()), &e))?;
-    }
-    for at in (0..segments.len()).rev() {
-        let bytes = match ahead.remove(&at) {
-            Some(bytes) => bytes,
-            None => read(&segments[at].1)?,
-        };
         let data = holds_data(&bytes);
-        ahead.insert(at, bytes);
+        tail.push(bytes);
         if data {
             break;
         }
     }
-    Ok((segments, ahead))
+    if removed {
+        segment::sync_dir(dir).map_err(|e| Error::io(&format!("syncing {}", dir.display()), &e))?;
+    }
+    tail.reverse();
+    Ok(tail)
 }
 
 /// What `restore` did.
