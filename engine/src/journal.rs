@@ -321,7 +321,14 @@ impl Journal {
     /// (the writer's side of its protocol).
     fn release_throttled(&self) {
         fence(Ordering::SeqCst);
-        if self.throttled.load(Ordering::Relaxed) > 0 && self.lag() <= MAX_BACKLOG / 2 {
+        if self.lag() <= MAX_BACKLOG / 2 {
+            self.wake_throttled();
+        }
+    }
+
+    /// Wakes the senders `throttle` holds, if any (they look again).
+    fn wake_throttled(&self) {
+        if self.throttled.load(Ordering::Relaxed) > 0 {
             let _guard = lock(&self.throttle_lock);
             self.backlog_drained.notify_all();
         }
@@ -588,10 +595,7 @@ impl Journal {
         if let Some(writer) = self.writer.get() {
             writer.unpark();
         }
-        if self.throttled.load(Ordering::Relaxed) > 0 {
-            let _guard = lock(&self.throttle_lock);
-            self.backlog_drained.notify_all();
-        }
+        self.wake_throttled();
     }
 
     /// Whether a flush asked for a sync not done yet.
@@ -824,7 +828,17 @@ mod tests {
         for id in 0..MAX_BACKLOG {
             journal.push(Record::Gone { queue: 0, id });
         }
-        journal.throttle();
+        // On a thread, so that a wrongly held sender fails the test instead
+        // of hanging it (nothing would ever release it).
+        let sender = {
+            let journal = journal.clone();
+            std::thread::spawn(move || journal.throttle())
+        };
+        let started = std::time::Instant::now();
+        while !sender.is_finished() {
+            assert!(started.elapsed() < Duration::from_secs(10), "a sender within the backlog was held");
+            std::thread::yield_now();
+        }
         assert_eq!(journal.throttled.load(Ordering::Relaxed), 0);
     }
 }

@@ -49,6 +49,17 @@ fn drain(engine: &Engine, queue: &str) -> BTreeMap<u64, (Vec<u8>, u32)> {
     }
 }
 
+/// The data dir's segment files, oldest first.
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    let mut all: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    all.sort();
+    all
+}
+
 fn jobs_config() -> QueueConfig {
     QueueConfig::default()
         .visibility_timeout(Duration::from_secs(30))
@@ -316,11 +327,7 @@ fn log_with_messages(dir: &Path, n: u8) -> (PathBuf, u64, u64) {
     q.send(vec![n - 1; 40]).unwrap();
     let after = engine.log_stats().unwrap().bytes;
     drop(engine);
-    let segment = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "seg"))
-        .unwrap();
+    let segment = segments(dir)[0].clone();
     // The segment holds its 32-byte header, then every record written.
     (segment, 32 + before, 32 + after)
 }
@@ -365,11 +372,7 @@ fn damage_before_the_end_is_an_error_naming_file_and_offset() {
         q.send(vec![i; 40]).unwrap();
     }
     drop((q, engine));
-    let segment = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "seg"))
-        .unwrap();
+    let segment = segments(&dir)[0].clone();
     let mut bytes = std::fs::read(&segment).unwrap();
     bytes[starts[2] as usize + 20] ^= 0x10;
     std::fs::write(&segment, &bytes).unwrap();
@@ -386,17 +389,6 @@ fn damage_before_the_end_is_an_error_naming_file_and_offset() {
     assert_eq!(report.damaged[0].bytes, starts[3] - starts[2]);
     let payloads: Vec<u8> = drain(&engine, "q").values().map(|(p, _)| p[0]).collect();
     assert_eq!(payloads, vec![0, 1, 3, 4, 5], "only the damaged record is lost");
-}
-
-/// The data dir's segment files, oldest first.
-fn segments(dir: &Path) -> Vec<PathBuf> {
-    let mut all: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
-        .collect();
-    all.sort();
-    all
 }
 
 /// Fills a data dir's first segment past half, so that the writer reserves
