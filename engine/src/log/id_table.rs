@@ -3,8 +3,9 @@
 //! 64-id page with its neighbours. An insert or remove is then one small
 //! hash lookup of the page and a store into its slot: no probing among
 //! neighbours and no rehash that moves every value as the map grows (the
-//! writer applies every record to its replica, and a hash map of ids took
-//! more than a third of its time under `SyncPolicy::Never`).
+//! writer applies every record to its replica: without one it ran 1.5-1.6x
+//! faster under `SyncPolicy::Never`; figures in docs/durability.md and
+//! `bench/examples/id_maps.rs`).
 //!
 //! Invariants:
 //!
