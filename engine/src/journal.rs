@@ -631,6 +631,8 @@ pub(crate) struct LogCounters {
     pub(crate) compactions: std::sync::atomic::AtomicU64,
     pub(crate) compactions_failed: std::sync::atomic::AtomicU64,
     pub(crate) compaction_nanos: std::sync::atomic::AtomicU64,
+    pub(crate) segments_cleaned: std::sync::atomic::AtomicU64,
+    pub(crate) rewritten_bytes: std::sync::atomic::AtomicU64,
     pub(crate) log_bytes: std::sync::atomic::AtomicU64,
     pub(crate) live_bytes: std::sync::atomic::AtomicU64,
 }
@@ -656,12 +658,18 @@ pub struct LogStats {
     pub sync_time: Duration,
     /// Records that could not be written (disk full or I/O errors).
     pub failed_records: u64,
-    /// Compactions done, and failed (retried later).
+    /// Compactions done: cleaning passes (which drop the oldest segments,
+    /// rewriting forward the live messages homed there) and whole
+    /// compactions (of logs written before segments had preambles).
     pub compactions: u64,
     /// Compactions that failed (the log stayed as it was; retried later).
     pub compactions_failed: u64,
     /// Time spent compacting.
     pub compaction_time: Duration,
+    /// Segments dropped by cleaning.
+    pub segments_cleaned: u64,
+    /// Bytes of live messages that cleaning rewrote forward.
+    pub rewritten_bytes: u64,
     /// Bytes of data in the log's segments now.
     pub log_bytes: u64,
     /// Estimated bytes the live queues and messages take in a snapshot.
@@ -698,6 +706,8 @@ impl Journal {
             compactions: get(&counters.compactions),
             compactions_failed: get(&counters.compactions_failed),
             compaction_time: Duration::from_nanos(get(&counters.compaction_nanos)),
+            segments_cleaned: get(&counters.segments_cleaned),
+            rewritten_bytes: get(&counters.rewritten_bytes),
             log_bytes: get(&counters.log_bytes),
             live_bytes: get(&counters.live_bytes),
             refusing: self.refusal().map(|failure| failure.0.to_string()),

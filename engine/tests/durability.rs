@@ -325,11 +325,12 @@ fn log_with_messages(dir: &Path, n: u8) -> (PathBuf, u64, u64) {
     }
     let before = engine.log_stats().unwrap().bytes;
     q.send(vec![n - 1; 40]).unwrap();
-    let after = engine.log_stats().unwrap().bytes;
+    let stats = engine.log_stats().unwrap();
     drop(engine);
     let segment = segments(dir)[0].clone();
-    // The segment holds its 32-byte header, then every record written.
-    (segment, 32 + before, 32 + after)
+    // The segment holds its header and preamble, then every record written.
+    let start = stats.log_bytes - stats.bytes;
+    (segment, start + before, start + stats.bytes)
 }
 
 #[test]
@@ -368,9 +369,13 @@ fn damage_before_the_end_is_an_error_naming_file_and_offset() {
     let q = engine.create_queue("q", QueueConfig::default()).unwrap();
     let mut starts = Vec::new();
     for i in 0..6u8 {
-        starts.push(32 + engine.log_stats().unwrap().bytes);
+        starts.push(engine.log_stats().unwrap().bytes);
         q.send(vec![i; 40]).unwrap();
     }
+    // Records follow the segment's header and preamble.
+    let stats = engine.log_stats().unwrap();
+    let start = stats.log_bytes - stats.bytes;
+    let starts: Vec<u64> = starts.into_iter().map(|at| start + at).collect();
     drop((q, engine));
     let segment = segments(&dir)[0].clone();
     let mut bytes = std::fs::read(&segment).unwrap();
@@ -524,7 +529,7 @@ fn compaction_keeps_the_live_state_and_bounds_the_log() {
         assert!(stats.compactions > 0, "{stats:?}");
         assert!(
             stats.log_bytes <= 2 * stats.live_bytes + 3 * segment,
-            "log {} bytes for {} live bytes",
+            "log {} bytes for {} live bytes: {stats:?}",
             stats.log_bytes,
             stats.live_bytes
         );
@@ -540,6 +545,118 @@ fn compaction_keeps_the_live_state_and_bounds_the_log() {
     for (id, payload) in &live {
         assert_eq!(&got[id].0, payload);
     }
+}
+
+/// Cleaning drops the oldest segments once it has rewritten the live
+/// messages homed there; a restart still finds every message in its place
+/// in the arrival order, with its delivery count and dead-letter record.
+#[test]
+fn cleaning_drops_old_segments_and_keeps_each_message_in_its_place() {
+    let dir = scratch("clean");
+    let segment = 64 << 10;
+    let open_here = || {
+        Engine::builder()
+            .clock(ManualClock::new())
+            .data_dir(&dir)
+            .sync(SyncPolicy::Never)
+            .segment_bytes(segment)
+            .open()
+            .unwrap()
+    };
+    let mut kept = Vec::new();
+    let dead_lettered;
+    {
+        let engine = open_here();
+        engine.create_queue("keep-dlq", QueueConfig::default()).unwrap();
+        let keep = engine.create_queue("keep", QueueConfig::default().dead_letter_queue("keep-dlq")).unwrap();
+        let churn = engine.create_queue("churn", QueueConfig::default()).unwrap();
+        // History in the first segment: a message dead-lettered, and three
+        // received and released (their counts live in Received records).
+        dead_lettered = keep.send(&b"poison"[..]).unwrap();
+        let d = keep.receive(1).unwrap().pop().unwrap();
+        keep.dead_letter(&d.receipt, "bad").unwrap();
+        for round in 0..600u32 {
+            let id = keep.send(round.to_le_bytes().to_vec()).unwrap();
+            kept.push((id, round));
+            if round == 2 {
+                for d in keep.receive(3).unwrap() {
+                    keep.release(&d.receipt, Duration::ZERO).unwrap();
+                }
+            }
+            assert!(churn.send_batch((0..19u32).map(|i| vec![i as u8; 60])).iter().all(Result::is_ok));
+            let receipts: Vec<_> = churn.receive(19).unwrap().iter().map(|d| d.receipt).collect();
+            assert!(churn.ack_batch(&receipts).iter().all(Result::is_ok));
+        }
+        engine.flush().unwrap();
+        let started = std::time::Instant::now();
+        let bound = |s: &leaseq::LogStats| s.live_bytes + (s.live_bytes / 2).max(segment) + 2 * segment;
+        while engine.log_stats().unwrap().log_bytes > bound(&engine.log_stats().unwrap())
+            && started.elapsed() < Duration::from_secs(20)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let stats = engine.log_stats().unwrap();
+        assert!(stats.segments_cleaned > 0 && stats.rewritten_bytes > 0, "{stats:?}");
+        assert!(stats.log_bytes <= bound(&stats), "{stats:?}");
+    }
+    let files = segments(&dir);
+    assert!(!files.iter().any(|f| f.ends_with(format!("wal-{:016x}.seg", 1))), "the first segment was dropped");
+    let engine = open_here();
+    assert_eq!(engine.recovery().unwrap().messages, kept.len() as u64 + 1);
+    let keep = engine.queue("keep").unwrap();
+    let mut order = Vec::new();
+    loop {
+        let got = keep.receive_with(100, ReceiveOptions::new().visibility(Duration::from_secs(3600))).unwrap();
+        if got.is_empty() {
+            break;
+        }
+        order.extend(got.into_iter().map(|d| (d.id, d.delivery_count, d.payload.to_vec())));
+    }
+    let expected: Vec<(MessageId, u32, Vec<u8>)> =
+        kept.iter().map(|(id, round)| (*id, if *round < 3 { 2 } else { 1 }, round.to_le_bytes().to_vec())).collect();
+    assert_eq!(order.len(), expected.len(), "every message once");
+    if let Some(at) = order.iter().zip(&expected).position(|(got, want)| got != want) {
+        panic!("position {at}: got {:?}, expected {:?} (arrival order and delivery counts)", order[at], expected[at]);
+    }
+    let dlq = engine.queue("keep-dlq").unwrap().receive(10).unwrap();
+    assert_eq!(dlq.len(), 1);
+    assert_eq!(dlq[0].id, dead_lettered);
+    assert_eq!(dlq[0].dead_letter.as_ref().map(|r| r.source_queue.as_str()), Some("keep"));
+    assert!(drain(&engine, "churn").is_empty());
+}
+
+/// Cleaning never leaves a gap in the segments, so a missing one is damage:
+/// a clear error, or with repair read past and reported.
+#[test]
+fn a_segment_missing_from_the_middle_of_the_log_is_an_error() {
+    let dir = scratch("gap");
+    {
+        let engine = Engine::builder()
+            .clock(ManualClock::new())
+            .data_dir(&dir)
+            .sync(SyncPolicy::Never)
+            .segment_bytes(64 << 10)
+            .open()
+            .unwrap();
+        let q = engine.create_queue("q", QueueConfig::default()).unwrap();
+        for i in 0..3_000u32 {
+            q.send(vec![i as u8; 100]).unwrap();
+        }
+    }
+    let files = segments(&dir);
+    assert!(files.len() >= 3, "{files:?}");
+    std::fs::remove_file(&files[1]).unwrap();
+    match Engine::builder().clock(ManualClock::new()).data_dir(&dir).open() {
+        Err(Error::CorruptLog { file, reason, .. }) => {
+            assert_eq!(file, files[2]);
+            assert!(reason.contains("missing"), "{reason}");
+        }
+        other => panic!("a gap gave {other:?}"),
+    }
+    let engine = Engine::builder().clock(ManualClock::new()).data_dir(&dir).repair(Repair::SkipDamaged).open().unwrap();
+    assert_eq!(engine.recovery().unwrap().missing_segments, vec![files[1].clone()]);
+    let left = drain(&engine, "q").len();
+    assert!(left > 0 && left < 3_000, "{left} messages");
 }
 
 #[test]

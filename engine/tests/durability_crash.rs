@@ -438,6 +438,19 @@ fn report(line: &str) -> Option<&str> {
     line.find('@').map(|at| &line[at..])
 }
 
+/// The index of the oldest segment file in `dir` (above 1 once cleaning has
+/// dropped segments).
+fn oldest_segment(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().ok()?;
+            u64::from_str_radix(name.strip_prefix("wal-")?.strip_suffix(".seg")?, 16).ok()
+        })
+        .min()
+        .unwrap_or(0)
+}
+
 fn kills() -> usize {
     std::env::var("LEASEQ_CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(30)
 }
@@ -455,11 +468,13 @@ fn kill_minus_nine_loses_no_acknowledged_call_under_always() {
         assert!(run > 0 || !ledger.sent.is_empty(), "the first child reported no send");
     }
     println!(
-        "{} kills under Always: {} sends, {} acks, {} dead-letter moves reported; {held} messages held at the end",
+        "{} kills under Always: {} sends, {} acks, {} dead-letter moves reported; {held} messages held at the end; \
+         oldest segment {}",
         kills(),
         ledger.sent.len(),
         ledger.acked.len(),
-        ledger.moved.len()
+        ledger.moved.len(),
+        oldest_segment(&dir)
     );
     assert!(ledger.acked.len() > 10, "the load acked too little to test anything");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -480,10 +495,11 @@ fn kill_minus_nine_loses_at_most_the_interval_window() {
         reconcile(&dir, policy_from("interval"), &mut ledger, true);
     }
     println!(
-        "{} kills under Interval: {} calls checked past the loss window, {} inside it",
+        "{} kills under Interval: {} calls checked past the loss window, {} inside it; oldest segment {}",
         kills(),
         ledger.checked_past_window,
-        ledger.inside_window
+        ledger.inside_window,
+        oldest_segment(&dir)
     );
     assert!(ledger.checked_past_window > 100, "too few calls were past the loss window to test anything");
     std::fs::remove_dir_all(&dir).unwrap();

@@ -42,8 +42,9 @@ use crate::shard::ID_BLOCK;
 use crate::slot::History;
 use crate::sync::{Arc, lock};
 
+use record::{Entry, Frame, frame_at};
 use replica::Replica;
-use writer::{OpenSegment, Writer, WriterConfig};
+use writer::{OpenSegment, Sealed, Writer, WriterConfig};
 
 /// Default size of a log segment (64 MiB).
 pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
@@ -94,6 +95,10 @@ pub struct RecoveryReport {
     pub torn_bytes: u64,
     /// Damage skipped under `Repair::SkipDamaged`.
     pub damaged: Vec<DamagedRange>,
+    /// Segment files missing from the middle of the log, read past under
+    /// `Repair::SkipDamaged` (the records they held are lost: messages
+    /// acked in them may come back, and changes logged in them are undone).
+    pub missing_segments: Vec<PathBuf>,
     /// Records that named a queue or message the log no longer held (for
     /// example a send racing its queue's deletion); they change nothing.
     pub ignored_records: u64,
@@ -170,13 +175,14 @@ impl DurableBuilder {
         let engine = self.engine.build_with(Some(journal.clone()));
         engine.inner.shared.id_blocks.store(id_start, std::sync::atomic::Ordering::Relaxed);
         let restored = restore(&engine, &replica, &mut report)?;
-        let writer = Writer::new(
+        let mut writer = Writer::new(
             journal.clone(),
             WriterConfig { dir: dir.clone(), segment_bytes: self.segment_bytes },
             current,
             sealed,
             replica,
         );
+        writer.start().map_err(|e| Error::io("writing the current segment's preamble", &e))?;
         let handle = std::thread::Builder::new()
             .name("leaseq-log".into())
             .spawn(move || {
@@ -265,8 +271,8 @@ struct Recovered {
     replica: Replica,
     /// The newest segment, open to append after its last valid frame.
     current: Option<OpenSegment>,
-    /// Older segments: (index, bytes of data).
-    sealed: Vec<(u64, u64)>,
+    /// Older segments.
+    sealed: Vec<Sealed>,
 }
 
 /// Replays every segment in `dir`.
@@ -290,6 +296,7 @@ fn recover(dir: &Path, repair: Repair, segment_bytes: u64) -> Result<(Recovered,
     // (the tail's first), not the newest file, is where a torn tail may be.
     let filling = count - tail.len();
     let mut tail = tail.into_iter();
+    let mut previous: Option<u64> = None;
     for (at, (index, path)) in segments.into_iter().enumerate() {
         let read_ahead = if at >= filling { tail.next() } else { None };
         let bytes = match read_ahead {
@@ -298,6 +305,30 @@ fn recover(dir: &Path, repair: Repair, segment_bytes: u64) -> Result<(Recovered,
         };
         let last = at + 1 == count;
         let may_be_torn = at >= filling;
+        let opening = opening_entry(&bytes);
+        let starts_clean = matches!(opening, Some(Entry::Preamble { .. } | Entry::Snapshot { .. }));
+        if let Some(previous) = previous.filter(|&p| p + 1 != index) {
+            // Cleaning drops segments oldest first, syncing the directory
+            // after each, so a gap is never its doing; a snapshot replaces
+            // what came before it, so older leftovers before one are fine.
+            if !matches!(opening, Some(Entry::Snapshot { .. })) {
+                let missing: Vec<PathBuf> = (previous + 1..index).map(|i| dir.join(segment::file_name(i))).collect();
+                if repair != Repair::SkipDamaged {
+                    return Err(Error::CorruptLog {
+                        file: path.clone(),
+                        offset: 0,
+                        reason: format!(
+                            "{} segment file(s) missing before this one, from {}",
+                            missing.len(),
+                            missing[0].display()
+                        ),
+                    });
+                }
+                report.missing_segments.extend(missing);
+            }
+        }
+        previous = Some(index);
+        replica.segment = index;
         let scan =
             segment::scan(&bytes, index, may_be_torn, repair == Repair::SkipDamaged, |entry| replica.apply(entry))
                 .map_err(|damage| Error::CorruptLog {
@@ -313,7 +344,7 @@ fn recover(dir: &Path, repair: Repair, segment_bytes: u64) -> Result<(Recovered,
             report.torn_bytes = scan.torn as u64;
         }
         if last {
-            let segment = OpenSegment::reopen(&path, index, scan.end as u64, segment_bytes)
+            let segment = OpenSegment::reopen(&path, index, scan.end as u64, segment_bytes, starts_clean)
                 .map_err(|e| Error::io(&format!("opening {}", path.display()), &e))?;
             if scan.torn > 0 {
                 // Zero the torn bytes, so the next write starts on a clean
@@ -338,11 +369,19 @@ fn recover(dir: &Path, repair: Repair, segment_bytes: u64) -> Result<(Recovered,
                     .and_then(|file| file.set_len(scan.end as u64).and_then(|()| file.sync_all()))
                     .map_err(|e| Error::io(&format!("sealing {}", path.display()), &e))?;
             }
-            sealed.push((index, scan.end as u64));
+            sealed.push(Sealed { index, bytes: scan.end as u64, preamble: starts_clean });
         }
     }
     report.ignored_records = replica.ignored;
     Ok((Recovered { replica, current, sealed }, report))
+}
+
+/// The first entry of a segment's bytes, if it is a valid one.
+fn opening_entry(bytes: &[u8]) -> Option<Entry> {
+    match frame_at(bytes.get(segment::HEADER..)?) {
+        Frame::Valid { entry, .. } => Some(entry),
+        Frame::Bad(_) => None,
+    }
 }
 
 fn read_segment(path: &Path) -> Result<Vec<u8>, Error> {

@@ -26,8 +26,8 @@ pub(crate) const FRAME_HEADER: usize = 10;
 /// Largest body a frame may declare: a full payload plus its fields.
 pub(crate) const MAX_BODY: usize = crate::config::MAX_PAYLOAD_LIMIT + (1 << 16);
 
-/// One entry of the log: a transition's record, or one of the two entries
-/// compaction writes.
+/// One entry of the log: a transition's record, or one of the entries
+/// compaction and segment rolls write.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Entry {
     /// A transition's durable effect.
@@ -41,6 +41,19 @@ pub(crate) enum Entry {
     },
     /// One live message, written by compaction with its whole state.
     Restored(Box<RestoredMessage>),
+    /// A segment's preamble: the first entry of every segment a roll or a
+    /// compaction starts, followed by the queue table (`QueueCreated` and
+    /// `MetadataSet` entries), so that the segment's replay needs no older
+    /// segment for anything but messages homed there.
+    Preamble {
+        /// The log sequence number of this entry (every entry of the log
+        /// takes the next one).
+        lsn: u64,
+        /// The next queue ordinal to hand out.
+        next_queue: u32,
+        /// No message id at or above this was handed out.
+        ids_below: u64,
+    },
 }
 
 /// A live message as compaction writes it.
@@ -48,6 +61,10 @@ pub(crate) enum Entry {
 pub(crate) struct RestoredMessage {
     pub(crate) queue: u32,
     pub(crate) id: u64,
+    /// Its place in its queue's arrival order: the log sequence number of
+    /// the entry it arrived by (`None`: the number of this entry, as logs
+    /// written before cleaning carried it).
+    pub(crate) arrival: Option<u64>,
     /// When it arrived on its queue (Unix nanoseconds; 0: not known).
     pub(crate) arrived: u64,
     pub(crate) deliver_at: u64,
@@ -88,6 +105,11 @@ const METADATA_SET: u8 = 16;
 // live message in flight at a snapshot (the layout of `RESTORED_AT`).
 const RELEASED: u8 = 17;
 const RESTORED_LEASED: u8 = 18;
+/// A segment's preamble.
+const PREAMBLE: u8 = 19;
+/// A live message with its place in the arrival order (cleaning rewrites a
+/// message forward without moving it back in its queue).
+const RESTORED_IN_ORDER: u8 = 20;
 
 /// Appends `entry` as one frame to `out`.
 pub(crate) fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
@@ -101,10 +123,27 @@ pub(crate) fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
             body.u32(*next_queue);
             body.u64(*ids_below);
         }
+        Entry::Preamble { lsn, next_queue, ids_below } => {
+            body.u8(PREAMBLE);
+            body.u64(*lsn);
+            body.u32(*next_queue);
+            body.u64(*ids_below);
+        }
         Entry::Restored(m) => {
-            body.u8(if m.leased { RESTORED_LEASED } else { RESTORED_AT });
-            body.u32(m.queue);
-            body.u64(m.id);
+            match m.arrival {
+                Some(arrival) => {
+                    body.u8(RESTORED_IN_ORDER);
+                    body.u8(u8::from(m.leased));
+                    body.u32(m.queue);
+                    body.u64(m.id);
+                    body.u64(arrival);
+                }
+                None => {
+                    body.u8(if m.leased { RESTORED_LEASED } else { RESTORED_AT });
+                    body.u32(m.queue);
+                    body.u64(m.id);
+                }
+            }
             body.u64(m.arrived);
             body.u64(m.deliver_at);
             body.u32(m.count);
@@ -296,8 +335,14 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
         }
         IDS_RESERVED => Entry::Op(Record::IdsReserved { below: r.u64()? }),
         SNAPSHOT => Entry::Snapshot { next_queue: r.u32()?, ids_below: r.u64()? },
-        RESTORED | RESTORED_AT | RESTORED_LEASED => {
+        PREAMBLE => Entry::Preamble { lsn: r.u64()?, next_queue: r.u32()?, ids_below: r.u64()? },
+        RESTORED | RESTORED_AT | RESTORED_LEASED | RESTORED_IN_ORDER => {
+            let leased = match tag {
+                RESTORED_IN_ORDER => r.flag()?,
+                _ => tag == RESTORED_LEASED,
+            };
             let (queue, id) = (r.u32()?, r.u64()?);
+            let arrival = if tag == RESTORED_IN_ORDER { Some(r.u64()?) } else { None };
             let arrived = if tag == RESTORED { 0 } else { r.u64()? };
             let (deliver_at, count, carried) = (r.u64()?, r.u32()?, r.u32()?);
             let dead_letter = r.dead_letter()?;
@@ -305,9 +350,10 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
             Entry::Restored(Box::new(RestoredMessage {
                 queue,
                 id,
+                arrival,
                 arrived,
                 deliver_at,
-                leased: tag == RESTORED_LEASED,
+                leased,
                 count,
                 carried,
                 dead_letter,
@@ -612,6 +658,7 @@ mod tests {
             Entry::Restored(Box::new(RestoredMessage {
                 queue: 7,
                 id: 3,
+                arrival: None,
                 arrived: 42,
                 deliver_at: 99,
                 leased: false,
@@ -623,6 +670,7 @@ mod tests {
             Entry::Restored(Box::new(RestoredMessage {
                 queue: 7,
                 id: 4,
+                arrival: None,
                 arrived: 43,
                 deliver_at: 100,
                 leased: true,
@@ -630,6 +678,31 @@ mod tests {
                 carried: 0,
                 dead_letter: None,
                 payload: Bytes::from_static(b"leased"),
+            })),
+            Entry::Preamble { lsn: 1 << 40, next_queue: 12, ids_below: 1 << 33 },
+            Entry::Restored(Box::new(RestoredMessage {
+                queue: 7,
+                id: 5,
+                arrival: Some(u64::MAX - 1),
+                arrived: 44,
+                deliver_at: 101,
+                leased: true,
+                count: 7,
+                carried: 2,
+                dead_letter: Some(record()),
+                payload: Bytes::from_static(b"in order"),
+            })),
+            Entry::Restored(Box::new(RestoredMessage {
+                queue: 7,
+                id: 6,
+                arrival: Some(0),
+                arrived: 0,
+                deliver_at: 0,
+                leased: false,
+                count: 0,
+                carried: 0,
+                dead_letter: None,
+                payload: Bytes::new(),
             })),
         ]
     }

@@ -1,15 +1,25 @@
 //! The durable state the log describes: live queues and messages, as a
 //! replay of its entries.
 //!
-//! Invariant: `Replica` is a pure function of the sequence of entries
-//! applied to it. Recovery builds one from the segments on disk; the writer
-//! keeps one up to date with every entry it writes, so a compaction can
-//! write the live state out as a snapshot without reading the engine (whose
-//! slots change under it). Entries that name a queue or message the replica
-//! does not hold (records of a queue deleted a moment earlier, racing its
-//! deletion) change nothing and are counted.
+//! Invariants:
+//!
+//! * `Replica` is a pure function of the sequence of entries applied to it.
+//!   Recovery builds one from the segments on disk; the writer keeps one up
+//!   to date with every entry it writes, so compaction can write live state
+//!   out without reading the engine (whose slots change under it). Entries
+//!   that name a queue or message the replica does not hold (records of a
+//!   queue deleted a moment earlier, or of a message whose older history a
+//!   cleaning dropped) change nothing and are counted.
+//! * Every entry takes the next log sequence number (`lsn`); a segment's
+//!   preamble carries its own, so a replay that starts at any segment
+//!   numbers the entries as the writer did. A message's `arrival` is the
+//!   number of the entry it arrived by and a rewrite keeps it, so arrival
+//!   order (FIFO at recovery) survives cleaning.
+//! * A message's `home` is the segment holding its newest full state (its
+//!   send or a rewrite); `by_segment` sums the live bytes homed in each, so
+//!   the writer can tell what dropping a segment would cost.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -33,8 +43,11 @@ pub(crate) struct QueueState {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct MessageState {
     pub(crate) queue: u32,
-    /// Arrival order on its queue (FIFO is restored from it).
+    /// Arrival order on its queue (FIFO is restored from it): the log
+    /// sequence number of the entry it arrived by.
     pub(crate) arrival: u64,
+    /// The segment holding its newest full state (module invariant).
+    pub(crate) home: u64,
     /// When it arrived on its queue (Unix nanoseconds; 0: not known, from a
     /// log written before arrival times were logged).
     pub(crate) arrived: u64,
@@ -60,7 +73,12 @@ const MESSAGE_OVERHEAD: u64 = 48;
 pub(crate) struct Replica {
     pub(crate) queues: BTreeMap<u32, QueueState>,
     pub(crate) messages: IdTable<MessageState>,
-    next_arrival: u64,
+    /// The log sequence number the next entry takes.
+    pub(crate) lsn: u64,
+    /// The segment entries are being applied from (or written to).
+    pub(crate) segment: u64,
+    /// Live bytes (as `live_bytes` counts them) by home segment.
+    by_segment: BTreeMap<u64, u64>,
     /// The next queue ordinal to hand out (ordinals are never reused).
     pub(crate) next_queue: u32,
     /// No message id at or above this was handed out.
@@ -103,23 +121,48 @@ impl std::hash::Hasher for IdHasher {
 }
 
 impl Replica {
-    /// Applies one entry.
+    /// Applies one entry (it takes the next log sequence number).
     pub(crate) fn apply(&mut self, entry: Entry) {
+        let lsn = self.lsn;
+        self.lsn += 1;
         match entry {
-            Entry::Op(record) => self.apply_op(record),
+            Entry::Op(record) => self.apply_op_at(record, lsn),
             Entry::Snapshot { next_queue, ids_below } => {
-                *self = Replica { next_queue, ids_below, ignored: self.ignored, ..Replica::default() };
+                *self = Replica {
+                    next_queue,
+                    ids_below,
+                    ignored: self.ignored,
+                    lsn: self.lsn,
+                    segment: self.segment,
+                    ..Replica::default()
+                };
+            }
+            Entry::Preamble { lsn, next_queue, ids_below } => {
+                self.lsn = lsn.saturating_add(1);
+                self.next_queue = self.next_queue.max(next_queue);
+                self.ids_below = self.ids_below.max(ids_below);
             }
             Entry::Restored(m) => {
-                let RestoredMessage { queue, id, arrived, deliver_at, leased, count, carried, dead_letter, payload } =
-                    *m;
+                let RestoredMessage {
+                    queue,
+                    id,
+                    arrival,
+                    arrived,
+                    deliver_at,
+                    leased,
+                    count,
+                    carried,
+                    dead_letter,
+                    payload,
+                } = *m;
                 if !self.queues.contains_key(&queue) {
                     self.ignored += 1;
                     return;
                 }
                 let state = MessageState {
                     queue,
-                    arrival: 0,
+                    arrival: arrival.unwrap_or(lsn),
+                    home: self.segment,
                     arrived,
                     payload,
                     deliver_at,
@@ -133,12 +176,24 @@ impl Replica {
         }
     }
 
-    /// Applies one transition's record.
+    /// Applies one transition's record (it takes the next log sequence
+    /// number).
     pub(crate) fn apply_op(&mut self, record: Record) {
+        let lsn = self.lsn;
+        self.lsn += 1;
+        self.apply_op_at(record, lsn);
+    }
+
+    fn apply_op_at(&mut self, record: Record, lsn: u64) {
         match record {
             Record::QueueCreated { queue, name, config } => {
+                // A preamble names every live queue again: replace, not add.
                 self.live_bytes += 64 + name.len() as u64;
-                self.queues.insert(queue, QueueState { name, config: *config, metadata: Bytes::new() });
+                let old = self.queues.insert(queue, QueueState { name, config: *config, metadata: Bytes::new() });
+                if let Some(old) = old {
+                    self.live_bytes =
+                        self.live_bytes.saturating_sub(64 + old.name.len() as u64 + old.metadata.len() as u64);
+                }
                 self.next_queue = self.next_queue.max(queue.saturating_add(1));
             }
             Record::QueueDeleted { queue } => {
@@ -164,7 +219,8 @@ impl Replica {
                 }
                 let state = MessageState {
                     queue,
-                    arrival: 0,
+                    arrival: lsn,
+                    home: self.segment,
                     arrived: at,
                     payload,
                     deliver_at,
@@ -220,6 +276,9 @@ impl Replica {
                     return;
                 }
                 let mut m = self.remove(id).expect("checked above");
+                // Its payload stays where its send or rewrite put it (the
+                // home is unchanged); its place in the new queue is this.
+                m.arrival = lsn;
                 m.queue = to;
                 m.arrived = at;
                 m.count = 0;
@@ -245,67 +304,142 @@ impl Replica {
         }
     }
 
-    fn insert(&mut self, id: u64, mut state: MessageState) {
-        state.arrival = self.next_arrival;
-        self.next_arrival += 1;
+    fn insert(&mut self, id: u64, state: MessageState) {
         self.ids_below = self.ids_below.max(id.saturating_add(1));
-        self.live_bytes += state.payload.len() as u64 + MESSAGE_OVERHEAD;
+        let size = state.payload.len() as u64 + MESSAGE_OVERHEAD;
+        self.live_bytes += size;
+        *self.by_segment.entry(state.home).or_default() += size;
         if let Some(old) = self.messages.insert(id, state) {
-            self.live_bytes = self.live_bytes.saturating_sub(old.payload.len() as u64 + MESSAGE_OVERHEAD);
+            self.forget(&old);
         }
     }
 
     fn remove(&mut self, id: u64) -> Option<MessageState> {
         let m = self.messages.remove(id)?;
-        self.live_bytes = self.live_bytes.saturating_sub(m.payload.len() as u64 + MESSAGE_OVERHEAD);
+        self.forget(&m);
         Some(m)
+    }
+
+    /// Takes a message that left out of the live byte counts.
+    fn forget(&mut self, m: &MessageState) {
+        let size = m.payload.len() as u64 + MESSAGE_OVERHEAD;
+        self.live_bytes = self.live_bytes.saturating_sub(size);
+        if let std::collections::btree_map::Entry::Occupied(mut home) = self.by_segment.entry(m.home) {
+            *home.get_mut() = home.get().saturating_sub(size);
+            if *home.get() == 0 {
+                home.remove();
+            }
+        }
+    }
+
+    /// Live bytes homed in segment `index`.
+    pub(crate) fn live_in(&self, index: u64) -> u64 {
+        self.by_segment.get(&index).copied().unwrap_or(0)
+    }
+
+    /// The messages homed in segments below `index`, as the entries that
+    /// rewrite them in place of their history there: oldest home first,
+    /// and in arrival order within one.
+    pub(crate) fn rewrites_below(&self, index: u64) -> Vec<(u64, Entry)> {
+        let mut homed: Vec<(u64, &MessageState)> = self.messages.iter().filter(|(_, m)| m.home < index).collect();
+        homed.sort_unstable_by_key(|(id, m)| (m.home, m.arrival, *id));
+        homed.into_iter().map(|(id, m)| (m.home, rewrite(id, m, m.arrival))).collect()
+    }
+
+    /// The entries a new segment starts with (module invariant): its
+    /// preamble, then every live queue.
+    pub(crate) fn preamble(&self) -> Vec<Entry> {
+        self.preamble_at(self.lsn)
+    }
+
+    fn preamble_at(&self, lsn: u64) -> Vec<Entry> {
+        let header = Entry::Preamble { lsn, next_queue: self.next_queue, ids_below: self.ids_below };
+        let mut entries = vec![header];
+        for (queue, q) in &self.queues {
+            entries.push(Entry::Op(Record::QueueCreated {
+                queue: *queue,
+                name: q.name.clone(),
+                config: Box::new(q.config.clone()),
+            }));
+            if !q.metadata.is_empty() {
+                entries.push(Entry::Op(Record::MetadataSet { queue: *queue, metadata: q.metadata.clone() }));
+            }
+        }
+        entries
+    }
+
+    /// After a snapshot of `frames` entries was written as segment `index`:
+    /// the writer's replica becomes what replaying it gives (every message
+    /// homed there, numbered by its rank, and the numbering after it).
+    pub(crate) fn rehome_all(&mut self, index: u64, frames: u64) {
+        let ranks: HashMap<u64, u64, IdHash> =
+            self.messages_in_order().into_iter().zip(0..).map(|((id, _), rank)| (id, rank)).collect();
+        let count = ranks.len() as u64;
+        self.segment = index;
+        // The snapshot's preamble takes number `count`; every entry after it
+        // the next.
+        self.lsn = count + frames.saturating_sub(1);
+        self.messages.retain(|id, m| {
+            m.home = index;
+            m.arrival = ranks[&id];
+            true
+        });
+        self.by_segment.clear();
+        let messages: u64 = self.messages.iter().map(|(_, m)| m.payload.len() as u64 + MESSAGE_OVERHEAD).sum();
+        if messages > 0 {
+            self.by_segment.insert(index, messages);
+        }
     }
 
     /// The live messages in arrival order, with their ids.
     pub(crate) fn messages_in_order(&self) -> Vec<(u64, &MessageState)> {
         let mut all: Vec<(u64, &MessageState)> = self.messages.iter().collect();
-        all.sort_unstable_by_key(|(_, m)| m.arrival);
+        all.sort_unstable_by_key(|(id, m)| (m.arrival, *id));
         all
     }
 
     /// The entries of a snapshot of this state, in the order to write them.
+    /// A snapshot is a function of the state alone, not of the history that
+    /// led there (replicas compare them): messages are numbered by their
+    /// rank in the arrival order, and the preamble takes the number after
+    /// the last rank.
     pub(crate) fn snapshot(&self) -> impl Iterator<Item = Entry> + '_ {
         let header = Entry::Snapshot { next_queue: self.next_queue, ids_below: self.ids_below };
-        let queues = self.queues.iter().flat_map(|(queue, q)| {
-            let created = Entry::Op(Record::QueueCreated {
-                queue: *queue,
-                name: q.name.clone(),
-                config: Box::new(q.config.clone()),
-            });
-            let metadata = (!q.metadata.is_empty())
-                .then(|| Entry::Op(Record::MetadataSet { queue: *queue, metadata: q.metadata.clone() }));
-            std::iter::once(created).chain(metadata)
-        });
-        let messages = self.messages_in_order().into_iter().map(|(id, m)| {
-            Entry::Restored(Box::new(RestoredMessage {
-                queue: m.queue,
-                id,
-                arrived: m.arrived,
-                deliver_at: m.deliver_at,
-                leased: m.leased,
-                count: m.count,
-                carried: m.carried,
-                dead_letter: m.dead_letter.clone(),
-                payload: m.payload.clone(),
-            }))
-        });
+        let ordered = self.messages_in_order();
+        let queues = self.preamble_at(ordered.len() as u64);
+        let messages = ordered.into_iter().zip(0..).map(|((id, m), rank)| rewrite(id, m, rank));
         std::iter::once(header).chain(queues).chain(messages.collect::<Vec<_>>())
     }
 
-    /// Whether two replicas hold the same queues and messages (arrival
-    /// numbers aside, which only order messages).
+    /// Whether two replicas hold the same queues and messages in the same
+    /// order (arrival numbers and homes aside).
     #[cfg(test)]
     pub(crate) fn same_state(&self, other: &Replica) -> bool {
         let order = |r: &Replica| -> Vec<(u64, MessageState)> {
-            r.messages_in_order().into_iter().map(|(id, m)| (id, MessageState { arrival: 0, ..m.clone() })).collect()
+            r.messages_in_order()
+                .into_iter()
+                .map(|(id, m)| (id, MessageState { arrival: 0, home: 0, ..m.clone() }))
+                .collect()
         };
         self.queues == other.queues && order(self) == order(other) && self.next_queue == other.next_queue
     }
+}
+
+/// The entry that writes message `id` with its whole state and its place
+/// in the arrival order.
+fn rewrite(id: u64, m: &MessageState, arrival: u64) -> Entry {
+    Entry::Restored(Box::new(RestoredMessage {
+        queue: m.queue,
+        id,
+        arrival: Some(arrival),
+        arrived: m.arrived,
+        deliver_at: m.deliver_at,
+        leased: m.leased,
+        count: m.count,
+        carried: m.carried,
+        dead_letter: m.dead_letter.clone(),
+        payload: m.payload.clone(),
+    }))
 }
 
 #[cfg(test)]
@@ -382,5 +516,84 @@ mod tests {
         assert_eq!(again.queues[&3].config.retention, Some(std::time::Duration::from_secs(60)));
         assert_eq!(again.ids_below, 1000);
         assert_eq!(again.live_bytes, r.live_bytes);
+    }
+
+    fn history() -> Vec<Entry> {
+        vec![
+            created(0, "dlq"),
+            created(3, "jobs"),
+            sent(3, 1),
+            sent(3, 2),
+            Entry::Op(Record::Received { queue: 3, id: 2, count: 4, until: 0 }),
+            sent(3, 5),
+            Entry::Op(Record::Moved { from: 3, to: 0, id: 1, at: 78, carried: 2, dead_letter: None }),
+            Entry::Op(Record::MetadataSet { queue: 3, metadata: Bytes::from_static(b"m") }),
+            sent(0, 6),
+            Entry::Op(Record::Gone { queue: 3, id: 5 }),
+        ]
+    }
+
+    /// The writer's replica after it wrote a snapshot is exactly the replica
+    /// a replay of that snapshot builds (numbers, homes and sizes included),
+    /// so what it writes after the snapshot numbers as a replay will.
+    #[test]
+    fn after_a_snapshot_the_writers_replica_is_the_replay_of_it() {
+        let mut writer = Replica { segment: 4, ..Replica::default() };
+        for e in history() {
+            writer.apply(e);
+        }
+        let entries: Vec<Entry> = writer.snapshot().collect();
+        let mut replay = Replica { segment: 9, lsn: 12_345, ..Replica::default() };
+        for e in entries.clone() {
+            replay.apply(e);
+        }
+        writer.rehome_all(9, entries.len() as u64);
+        assert_eq!(writer, replay);
+        assert_eq!(writer.live_in(9), writer.live_bytes - (64 + 3) - (64 + 4) - 1, "every message, no queue");
+    }
+
+    /// Replaying from a segment that starts with a preamble, with the older
+    /// history gone and the messages homed there rewritten forward, gives
+    /// the full replay's state and order.
+    #[test]
+    fn a_replay_from_a_preamble_after_rewrites_matches_the_full_replay() {
+        let mut full = Replica { segment: 1, ..Replica::default() };
+        for e in history() {
+            full.apply(e);
+        }
+        // Segment 2 starts: its preamble, then more history.
+        full.segment = 2;
+        let mut suffix = full.preamble();
+        let later = vec![
+            sent(3, 7),
+            Entry::Op(Record::Received { queue: 3, id: 2, count: 5, until: 0 }),
+            Entry::Op(Record::Received { queue: 3, id: 7, count: 1, until: 0 }),
+            sent(3, 8),
+        ];
+        suffix.extend(later);
+        for e in suffix.clone() {
+            full.apply(e);
+        }
+        // Cleaning drops segment 1: the messages homed there move forward.
+        let rewrites: Vec<Entry> = full.rewrites_below(2).into_iter().map(|(_, e)| e).collect();
+        assert_eq!(rewrites.len(), 3, "ids 1, 2 and 6 were homed in segment 1");
+        full.segment = 3;
+        for e in rewrites.clone() {
+            full.apply(e);
+        }
+        assert_eq!(full.live_in(1), 0);
+        let mut replay = Replica { segment: 2, ..Replica::default() };
+        for e in suffix {
+            replay.apply(e);
+        }
+        replay.segment = 3;
+        for e in rewrites {
+            replay.apply(e);
+        }
+        assert!(replay.same_state(&full), "{replay:?} vs {full:?}");
+        let order: Vec<u64> = replay.messages_in_order().iter().map(|(id, _)| *id).collect();
+        assert_eq!(order, vec![2, 1, 6, 7, 8], "arrival order, a move counting as an arrival");
+        assert_eq!(replay.live_bytes, full.live_bytes);
+        assert_eq!(replay.messages.get(2).map(|m| m.count), Some(5));
     }
 }

@@ -15,10 +15,21 @@
 //!   sends (`Error::Storage`), while acks, receives and moves still have the
 //!   rest of the current segment to be written to: a full disk stops the
 //!   queue from growing, not from draining.
-//! * A compaction writes the live state to a temporary file, syncs it,
-//!   renames it to the next segment name and only then deletes older
-//!   segments, so a crash at any point leaves a log that recovers to the
-//!   same state.
+//! * Every segment the writer starts begins with a preamble (the queue
+//!   table, `replica.rs`), so the oldest segment can be dropped once the
+//!   messages homed in it are rewritten forward (with their place in the
+//!   arrival order) and synced. Cleaning does that, oldest segment first,
+//!   when the dead bytes pass half the live data (and a segment); it drops
+//!   segments one at a time, syncing the directory after each, so the log
+//!   on disk is always a run of consecutive segments whose first begins
+//!   with a preamble. Disk use stays about 1.5x the live data plus a few
+//!   segments, and no old log and new copy of the whole live state are ever
+//!   held at once.
+//! * A log that cannot be cleaned (segments written before preambles
+//!   existed) is compacted whole: the live state goes to a temporary file,
+//!   synced, renamed to the next segment name, and only then are older
+//!   segments deleted, so a crash at any point leaves a log that recovers
+//!   to the same state.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -28,13 +39,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::journal::{Journal, Record, StorageFailure, SyncPolicy};
-use crate::log::record::{encode_entry, encode_op};
+use crate::log::record::{Entry, encode_entry, encode_op};
 use crate::log::replica::Replica;
 use crate::log::segment::{self, HEADER};
 use crate::log::watermark::{Watermark, ranges};
 use crate::sync::Ordering;
 
-/// Bytes one write gathers at most before it is written.
+/// Bytes one write gathers at most (`Writer::group_bytes`).
 const GROUP_BYTES: usize = 4 << 20;
 /// How long the writer sleeps with nothing to do (it is woken by pushes).
 const IDLE_SLEEP: Duration = Duration::from_millis(100);
@@ -50,6 +61,19 @@ pub(crate) struct OpenSegment {
     pub(crate) pos: u64,
     /// Bytes reserved on disk.
     pub(crate) capacity: u64,
+    /// Whether it begins with a preamble or a snapshot, so that no older
+    /// segment is needed to replay it (the writer's module invariant).
+    pub(crate) preamble: bool,
+}
+
+/// A segment the writer no longer appends to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sealed {
+    pub(crate) index: u64,
+    /// Bytes of data (header included).
+    pub(crate) bytes: u64,
+    /// See `OpenSegment::preamble`.
+    pub(crate) preamble: bool,
 }
 
 impl OpenSegment {
@@ -68,18 +92,18 @@ impl OpenSegment {
             let _ = std::fs::remove_file(&path);
             return Err(error);
         }
-        Ok(OpenSegment { index, file, pos: HEADER as u64, capacity })
+        Ok(OpenSegment { index, file, pos: HEADER as u64, capacity, preamble: false })
     }
 
     /// Opens an existing segment to append at `pos`, with at least
     /// `capacity` bytes reserved (a full disk leaves it with what it has).
-    pub(crate) fn reopen(path: &Path, index: u64, pos: u64, capacity: u64) -> io::Result<OpenSegment> {
+    pub(crate) fn reopen(path: &Path, index: u64, pos: u64, capacity: u64, preamble: bool) -> io::Result<OpenSegment> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         let mut reserved = file.metadata()?.len();
         if reserved < capacity && segment::preallocate(&file, capacity).is_ok() {
             reserved = capacity;
         }
-        Ok(OpenSegment { index, file, pos, capacity: reserved })
+        Ok(OpenSegment { index, file, pos, capacity: reserved, preamble })
     }
 }
 
@@ -96,8 +120,8 @@ pub(crate) struct Writer {
     current: OpenSegment,
     spare: Option<OpenSegment>,
     spare_refused_at: Option<Instant>,
-    /// Older segments still on disk: (index, bytes of data).
-    sealed: Vec<(u64, u64)>,
+    /// Older segments still on disk, oldest first.
+    sealed: Vec<Sealed>,
     replica: Replica,
     buf: Vec<u8>,
     batch: Vec<(u64, Record)>,
@@ -117,10 +141,11 @@ impl Writer {
         journal: Arc<Journal>,
         config: WriterConfig,
         current: OpenSegment,
-        sealed: Vec<(u64, u64)>,
-        replica: Replica,
+        sealed: Vec<Sealed>,
+        mut replica: Replica,
     ) -> Self {
         let handled = Watermark::new(journal.durable_below());
+        replica.segment = current.index;
         Writer {
             journal,
             config,
@@ -136,6 +161,44 @@ impl Writer {
             last_sync: Instant::now(),
             broken: None,
             compact_after: None,
+        }
+    }
+
+    /// Starts an empty current segment with its preamble (a new data dir, or
+    /// a spare that recovery made current).
+    pub(crate) fn start(&mut self) -> io::Result<()> {
+        if self.current.pos != HEADER as u64 {
+            return Ok(());
+        }
+        let (head, entries) = self.encoded_preamble();
+        if self.current.pos + head.len() as u64 > self.current.capacity {
+            let capacity = self.current.pos + head.len() as u64 + self.config.segment_bytes;
+            segment::preallocate(&self.current.file, capacity)?;
+            self.current.capacity = capacity;
+        }
+        self.current.file.write_all_at(&head, self.current.pos)?;
+        self.current.file.sync_data()?;
+        self.started_segment(head.len() as u64, entries);
+        Ok(())
+    }
+
+    /// The current replica's preamble, as frames and as entries.
+    fn encoded_preamble(&self) -> (Vec<u8>, Vec<Entry>) {
+        let entries = self.replica.preamble();
+        let mut head = Vec::new();
+        for entry in &entries {
+            encode_entry(entry, &mut head);
+        }
+        (head, entries)
+    }
+
+    /// After a preamble of `len` bytes was written to the empty current
+    /// segment: the writer's replica takes its entries as a replay would.
+    fn started_segment(&mut self, len: u64, entries: Vec<Entry>) {
+        self.current.pos += len;
+        self.current.preamble = true;
+        for entry in entries {
+            self.replica.apply(entry);
         }
     }
 
@@ -181,12 +244,20 @@ impl Writer {
     fn gather(&mut self) -> usize {
         self.buf.clear();
         self.batch.clear();
-        while self.buf.len() < GROUP_BYTES {
+        let limit = self.group_bytes();
+        while self.buf.len() < limit {
             let Some((seq, record)) = self.journal.pop() else { break };
             encode_op(&record, &mut self.buf);
             self.batch.push((seq, record));
         }
         self.batch.len()
+    }
+
+    /// Bytes one write gathers at most: a quarter segment, so that a group
+    /// never makes a segment bigger than configured (cleaning drops whole
+    /// segments, and a segment is only dropped once sealed).
+    fn group_bytes(&self) -> usize {
+        (self.config.segment_bytes / 4).clamp(4 << 10, GROUP_BYTES as u64) as usize
     }
 
     /// Writes the gathered group, or fails it.
@@ -239,9 +310,10 @@ impl Writer {
     }
 
     /// Seals the current segment (synced) and continues in the spare, or in
-    /// a new segment big enough for `need` bytes.
+    /// a new segment big enough for `need` bytes after its preamble.
     fn roll(&mut self, need: u64) -> Result<(), StorageFailure> {
-        let fits = need + HEADER as u64;
+        let (head, entries) = self.encoded_preamble();
+        let fits = need + HEADER as u64 + head.len() as u64;
         let next = match self.spare.take() {
             Some(spare) if spare.capacity >= fits => spare,
             other => {
@@ -258,7 +330,13 @@ impl Writer {
         let old = std::mem::replace(&mut self.current, next);
         // The sealed segment keeps only its data (its reserve goes back).
         let _ = old.file.set_len(old.pos);
-        self.sealed.push((old.index, old.pos));
+        self.sealed.push(Sealed { index: old.index, bytes: old.pos, preamble: old.preamble });
+        self.replica.segment = self.current.index;
+        if let Err(error) = self.current.file.write_all_at(&head, self.current.pos) {
+            let _ = self.current.file.write_all_at(&vec![0u8; head.len()], self.current.pos);
+            return Err(failure("writing a segment's preamble", &error));
+        }
+        self.started_segment(head.len() as u64, entries);
         Ok(())
     }
 
@@ -276,7 +354,9 @@ impl Writer {
             self.sync();
         }
         self.keep_spare();
-        if self.compaction_due() {
+        if self.cleaning_due() {
+            self.clean();
+        } else if self.compaction_due() {
             self.compact();
         }
     }
@@ -321,7 +401,15 @@ impl Writer {
     /// Reserves the next segment once the current one is half full; while it
     /// cannot be reserved, sends are refused (module invariant).
     fn keep_spare(&mut self) {
-        if self.spare.is_some() || self.broken.is_some() || self.current.pos * 2 < self.current.capacity {
+        if self.current.pos * 2 >= self.current.capacity {
+            self.reserve_spare();
+        }
+    }
+
+    /// Reserves the next segment now, unless there is one (or it was refused
+    /// a moment ago).
+    fn reserve_spare(&mut self) {
+        if self.spare.is_some() || self.broken.is_some() {
             return;
         }
         if self.spare_refused_at.is_some_and(|at| at.elapsed() < SPARE_RETRY) {
@@ -343,16 +431,141 @@ impl Writer {
 
     /// Bytes of data in the log's segments.
     fn log_bytes(&self) -> u64 {
-        self.sealed.iter().map(|(_, bytes)| bytes).sum::<u64>() + self.current.pos
+        self.sealed.iter().map(|s| s.bytes).sum::<u64>() + self.current.pos
     }
 
-    /// Whether the log holds more than twice the live data plus two
-    /// segments (so disk use stays O(live data + a segment)).
-    fn compaction_due(&self) -> bool {
-        if self.broken.is_some() || self.compact_after.is_some_and(|at| Instant::now() < at) {
-            return false;
+    /// Whether the last attempt to clean or compact failed a moment ago.
+    fn resting(&self) -> bool {
+        self.broken.is_some() || self.compact_after.is_some_and(|at| Instant::now() < at)
+    }
+
+    /// Bytes in the log beyond the live data.
+    fn dead_bytes(&self) -> u64 {
+        self.log_bytes().saturating_sub(self.replica.live_bytes)
+    }
+
+    /// Dead bytes the log may hold before it is cleaned: half the live data,
+    /// and at least one segment (cleaning rewrites the live data once per
+    /// that many dead bytes: a lower bound saves disk for more rewriting).
+    fn dead_allowance(&self) -> u64 {
+        (self.replica.live_bytes / 2).max(self.config.segment_bytes)
+    }
+
+    /// Whether the segment at `at` among the sealed ones (or the current one,
+    /// at the end) begins with a preamble.
+    fn starts_clean(&self, at: usize) -> bool {
+        self.sealed.get(at).map_or(self.current.preamble, |s| s.preamble)
+    }
+
+    /// How many of the oldest sealed segments may be dropped: the longest
+    /// run whose successor begins with a preamble.
+    fn droppable(&self) -> usize {
+        (1..=self.sealed.len()).rev().find(|&n| self.starts_clean(n)).unwrap_or(0)
+    }
+
+    fn cleaning_due(&self) -> bool {
+        !self.resting() && self.dead_bytes() > self.dead_allowance() && self.droppable() > 0
+    }
+
+    /// Drops the oldest segments, rewriting forward the live messages homed
+    /// in them, until the dead bytes are down to half the allowance (module
+    /// invariant).
+    fn clean(&mut self) {
+        let started = Instant::now();
+        let limit = self.droppable();
+        let mut dead = self.dead_bytes();
+        let mut count = 0;
+        while count < limit && dead > self.dead_allowance() / 2 {
+            let s = self.sealed[count];
+            dead = dead.saturating_sub(s.bytes.saturating_sub(self.replica.live_in(s.index)));
+            count += 1;
         }
-        self.log_bytes() > 2 * self.replica.live_bytes + 2 * self.config.segment_bytes
+        while count < limit && !self.starts_clean(count) {
+            count += 1;
+        }
+        if count == 0 {
+            return;
+        }
+        let last = self.sealed[count - 1].index;
+        let mut rewrites = self.replica.rewrites_below(last + 1).into_iter().peekable();
+        let mut left = count;
+        while left > 0 {
+            // One step: the oldest segments up to the next that starts clean.
+            let mut step = 1;
+            while !self.starts_clean(step) {
+                step += 1;
+            }
+            let below = self.sealed[step - 1].index + 1;
+            let mut moving = Vec::new();
+            while let Some((_, entry)) = rewrites.next_if(|(home, _)| *home < below) {
+                moving.push(entry);
+            }
+            if let Err(why) = self.rewrite(moving) {
+                self.compact_after = Some(Instant::now() + Duration::from_secs(1));
+                self.journal.counters.compactions_failed.fetch_add(1, Ordering::Relaxed);
+                let _ = why;
+                return;
+            }
+            // The rewrites must be on disk before the history they replace
+            // goes.
+            self.sync();
+            if self.broken.is_some() {
+                return;
+            }
+            for s in self.sealed.drain(..step).collect::<Vec<_>>() {
+                debug_assert_eq!(self.replica.live_in(s.index), 0, "segment {} still homes messages", s.index);
+                let _ = std::fs::remove_file(self.config.dir.join(segment::file_name(s.index)));
+                // One at a time, so the log on disk never has a gap.
+                let _ = segment::sync_dir(&self.config.dir);
+                self.journal.counters.segments_cleaned.fetch_add(1, Ordering::Relaxed);
+            }
+            left = left.saturating_sub(step);
+        }
+        self.journal.counters.compactions.fetch_add(1, Ordering::Relaxed);
+        self.journal.counters.compaction_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.publish_sizes();
+    }
+
+    /// Appends the rewrites of live messages (cleaning's), in groups that
+    /// never take the current segment's last room without a spare to roll
+    /// to: the journal's acks rely on that room when the disk is full.
+    fn rewrite(&mut self, entries: Vec<Entry>) -> Result<(), StorageFailure> {
+        let chunk_bytes = self.group_bytes();
+        let mut entries = entries.into_iter().peekable();
+        while entries.peek().is_some() {
+            self.buf.clear();
+            let mut group = Vec::new();
+            while self.buf.len() < chunk_bytes {
+                let Some(entry) = entries.next() else { break };
+                encode_entry(&entry, &mut self.buf);
+                group.push(entry);
+            }
+            let len = self.buf.len() as u64;
+            if self.current.pos + len > self.current.capacity && self.spare.is_none() {
+                self.reserve_spare();
+                if self.spare.is_none() {
+                    return Err(StorageFailure("no room to rewrite live messages".into()));
+                }
+            }
+            self.append_buf()?;
+            self.unsynced = true;
+            self.journal.counters.rewritten_bytes.fetch_add(len, Ordering::Relaxed);
+            for entry in group {
+                self.replica.apply(entry);
+            }
+            self.keep_spare();
+        }
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Whether the log needs a whole compaction: it cannot be cleaned (its
+    /// oldest segments were written without preambles) and holds more than
+    /// twice the live data plus two segments.
+    fn compaction_due(&self) -> bool {
+        !self.resting()
+            && self.droppable() == 0
+            && self.log_bytes() > 2 * self.replica.live_bytes + 2 * self.config.segment_bytes
     }
 
     /// Writes the live state as a snapshot segment and deletes every older
@@ -381,11 +594,13 @@ impl Writer {
         }
         let name = segment::file_name(index);
         let tmp = dir.join(format!("{name}.tmp"));
+        let mut frames = 0u64;
         let written = (|| -> io::Result<OpenSegment> {
             let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&tmp)?;
             let mut pos = 0u64;
             let mut chunk = segment::header(index).to_vec();
             for entry in self.replica.snapshot() {
+                frames += 1;
                 encode_entry(&entry, &mut chunk);
                 if chunk.len() >= GROUP_BYTES {
                     file.write_all_at(&chunk, pos)?;
@@ -398,7 +613,7 @@ impl Writer {
             let capacity = pos + self.config.segment_bytes;
             segment::preallocate(&file, capacity)?;
             file.sync_all()?;
-            Ok(OpenSegment { index, file, pos, capacity })
+            Ok(OpenSegment { index, file, pos, capacity, preamble: true })
         })();
         let snapshot = match written {
             Ok(snapshot) => snapshot,
@@ -411,8 +626,9 @@ impl Writer {
         segment::sync_dir(&dir)?;
         // The snapshot is the log's start now: older segments go.
         let old = std::mem::replace(&mut self.current, snapshot);
+        self.replica.rehome_all(index, frames);
         drop(old.file);
-        let mut doomed: Vec<u64> = self.sealed.drain(..).map(|(index, _)| index).collect();
+        let mut doomed: Vec<u64> = self.sealed.drain(..).map(|s| s.index).collect();
         doomed.push(old.index);
         for index in doomed {
             let _ = std::fs::remove_file(dir.join(segment::file_name(index)));
