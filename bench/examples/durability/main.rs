@@ -8,8 +8,9 @@
 //! and 64 callers under `Always` (100-byte payloads, one call per message),
 //! the same under `Interval(1 s)` and `Never` and in memory, records per
 //! sync, p50/p99 commit latency, and the time to reopen a log of N live
-//! messages, and disk use across a day of churn (8.64 million cycles with
-//! 100,000 messages live; `--quick`: 200,000 with 10,000). Ratios compare
+//! messages, and disk use across a day of churn (8.64 million cycles beside
+//! 100,000 live messages with 4 MiB and 1 MiB segments, and beside
+//! 1,000,000 with 4 MiB; `--quick`: 200,000 beside 10,000). Ratios compare
 //! with the in-memory engine of the same run. `--only-sends`: the
 //! throughput table alone.
 //! `--peers` then runs the log crate considered instead of leaseq's own
@@ -277,9 +278,8 @@ fn disk_use(dir: &Path) -> u64 {
 /// received and acked one at a time, oldest first (a day at 100 messages a
 /// second is 8.64 million). Prints disk use against the live data along the
 /// way and at the end.
-fn churn(dir: &Path, live: usize, cycles: usize) {
+fn churn(dir: &Path, live: usize, cycles: usize, segment: u64) {
     let _ = std::fs::remove_dir_all(dir);
-    let segment = 4u64 << 20;
     let engine = Engine::builder().data_dir(dir).sync(SyncPolicy::Never).segment_bytes(segment).open().unwrap();
     let config = QueueConfig::default().max_messages(live + 1024).visibility_timeout(Duration::from_secs(600));
     let q = engine.create_queue("churn", config).unwrap();
@@ -316,12 +316,16 @@ fn churn(dir: &Path, live: usize, cycles: usize) {
     println!();
     println!(
         "churn: {live} live messages ({:.1} MiB of payload, {:.1} MiB live in a snapshot), {cycles} send+receive+ack \
-         cycles in {:.1} s under Never, {} compactions, segments of {} MiB",
+         cycles in {:.1} s under Never, segments of {} MiB; {} compactions, {} segments cleaned, {:.0} MiB rewritten \
+         ({:.0} MiB written in all)",
         mib(live_payload),
         mib(stats.live_bytes),
         elapsed.as_secs_f64(),
+        segment >> 20,
         stats.compactions,
-        segment >> 20
+        stats.segments_cleaned,
+        mib(stats.rewritten_bytes),
+        mib(stats.bytes + stats.rewritten_bytes)
     );
     println!(
         "churn: disk use at the end {:.1} MiB ({:.2}x the live snapshot), mean of {samples} samples {:.2}x, peak \
@@ -340,6 +344,19 @@ fn churn(dir: &Path, live: usize, cycles: usize) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// The churn runs: a day at 100 messages a second beside 100,000 live
+/// messages with 4 MiB and with 1 MiB segments, and beside 1,000,000 with
+/// 4 MiB (`quick`: a short one).
+fn churn_days(dir: &Path, quick: bool) {
+    if quick {
+        churn(dir, 10_000, 200_000, 1 << 20);
+        return;
+    }
+    for (live, segment) in [(100_000, 4 << 20), (100_000, 1 << 20), (1_000_000, 4 << 20)] {
+        churn(dir, live, 8_640_000, segment);
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -351,11 +368,7 @@ fn main() {
     let fsync = fdatasync_cost(&base, if quick { 5 } else { 50 });
     println!("fdatasync of a 4 KiB write on {}: {:.3} ms", base.display(), fsync.as_secs_f64() * 1e3);
     if args.iter().any(|a| a == "--only-churn") {
-        if quick {
-            churn(&base.join("data"), 10_000, 200_000)
-        } else {
-            churn(&base.join("data"), 100_000, 8_640_000)
-        }
+        churn_days(&base.join("data"), quick);
         return;
     }
     if args.iter().any(|a| a == "--only-candidates") {
@@ -403,11 +416,7 @@ fn main() {
     let messages = if quick { 100_000 } else { 1_000_000 };
     let (elapsed, restored) = recovery(&dir, messages);
     println!("recovery of {restored} live messages (100-byte payloads): {:.3} s", elapsed.as_secs_f64());
-    if quick {
-        churn(&dir, 10_000, 200_000);
-    } else {
-        churn(&dir, 100_000, 8_640_000);
-    }
+    churn_days(&dir, quick);
     if args.iter().any(|a| a == "--peers") {
         against_log_crates(&base, quick);
         against_peers(&base, quick);

@@ -232,10 +232,20 @@ impl Writer {
                 }
                 continue;
             }
-            let sleep = match self.journal.policy {
+            if self.spare_refused_at.is_some() {
+                // Sends are refused until a spare is reserved, and a refused
+                // send writes nothing that would bring the writer here after
+                // a group: try again while idle, so that room freed on the
+                // disk (by cleaning, or by hand) lets sends in again.
+                self.reserve_spare();
+            }
+            let mut sleep = match self.journal.policy {
                 SyncPolicy::Interval(every) if self.unsynced => every.saturating_sub(self.last_sync.elapsed()),
                 _ => IDLE_SLEEP,
             };
+            if self.spare_refused_at.is_some() {
+                sleep = sleep.min(SPARE_RETRY);
+            }
             self.journal.writer_idle_wait(sleep.max(Duration::from_micros(50)));
         }
     }
