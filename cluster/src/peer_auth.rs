@@ -167,7 +167,7 @@ impl ClusterSecret {
     #[must_use]
     pub fn sign(&self, method: &str, path: &str, body: &[u8], now_ms: u64) -> String {
         let mac = self.mac(method, path, now_ms, body).finalize().into_bytes();
-        format!("{VERSION}:{now_ms}:{}", hex(&mac))
+        format!("{VERSION}:{now_ms}:{}", hex::encode(mac))
     }
 
     /// Accepts the request if `header` (every [`AUTH_HEADER`] value it
@@ -220,7 +220,7 @@ impl ClusterSecret {
 
     fn mac(&self, method: &str, path: &str, stamp_ms: u64, body: &[u8]) -> HmacSha256 {
         let mut mac = self.keyed.clone();
-        for part in [LABEL, method, path, &stamp_ms.to_string(), &hex(&Sha256::digest(body))] {
+        for part in [LABEL, method, path, &stamp_ms.to_string(), &hex::encode(Sha256::digest(body))] {
             mac.update(part.as_bytes());
             mac.update(b"\n");
         }
@@ -266,16 +266,6 @@ impl Presented {
 #[must_use]
 pub fn unix_now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
-    out
 }
 
 fn unhex(text: &str) -> Option<[u8; 32]> {

@@ -14,7 +14,7 @@ use crate::envelope::{AttributeValue, MessageAttribute};
 
 /// Lowercase hex MD5 of the body (`MD5OfMessageBody`, `MD5OfBody`).
 pub(crate) fn body_md5(body: &str) -> String {
-    hex(&Md5::digest(body.as_bytes()))
+    hex::encode(Md5::digest(body.as_bytes()))
 }
 
 /// `MD5OfMessageAttributes` of `attributes` (a `BTreeMap`, so already sorted
@@ -38,7 +38,7 @@ pub(crate) fn attributes_md5(attributes: &BTreeMap<String, MessageAttribute>) ->
             }
         }
     }
-    Some(hex(&hasher.finalize()))
+    Some(hex::encode(hasher.finalize()))
 }
 
 fn length_prefixed(hasher: &mut Md5, bytes: &[u8]) {
@@ -47,31 +47,9 @@ fn length_prefixed(hasher: &mut Md5, bytes: &[u8]) {
     hasher.update(bytes);
 }
 
-/// Lowercase hex of `bytes` (digests here and in `sigv4.rs`). By table, not
-/// `format!` per byte: that was most of the digest's cost in the server's
-/// profile of batch sends.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hex_matches_the_formatted_reference() {
-        let reference = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
-        assert_eq!(hex(&[]), "");
-        let every: Vec<u8> = (0..=255).collect();
-        assert_eq!(hex(&every), reference(&every));
-        assert_eq!(hex(&[0x00, 0x0f, 0xf0, 0xff]), "000ff0ff");
-    }
 
     #[test]
     fn body_digest_is_hex_md5() {
@@ -101,7 +79,7 @@ mod tests {
             expected.extend((value.len() as u32).to_be_bytes());
             expected.extend(value);
         }
-        assert_eq!(attributes_md5(&attributes), Some(hex(&Md5::digest(&expected))));
+        assert_eq!(attributes_md5(&attributes), Some(hex::encode(Md5::digest(&expected))));
         assert_eq!(attributes_md5(&BTreeMap::new()), None);
     }
 }

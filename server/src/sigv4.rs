@@ -19,7 +19,6 @@ use hmac::{Hmac, Mac};
 use hyper::HeaderMap;
 use sha2::{Digest, Sha256};
 
-use crate::checksum::hex;
 use crate::error::{ErrorCode, SqsError};
 
 /// How far a request's `X-Amz-Date` may be from the server's clock.
@@ -184,14 +183,14 @@ fn signature(
         let joined: Vec<String> = values.iter().map(|v| v.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
         canonical.push_str(&format!("{name}:{}\n", joined.join(",")));
     }
-    canonical.push_str(&format!("\n{signed_headers}\n{}", hex(&Sha256::digest(request.body))));
+    canonical.push_str(&format!("\n{signed_headers}\n{}", hex::encode(Sha256::digest(request.body))));
     let scope = format!("{date}/{region}/{service}/aws4_request");
-    let to_sign = format!("{ALGORITHM}\n{amz_date}\n{scope}\n{}", hex(&Sha256::digest(canonical.as_bytes())));
+    let to_sign = format!("{ALGORITHM}\n{amz_date}\n{scope}\n{}", hex::encode(Sha256::digest(canonical.as_bytes())));
     let mut key = hmac(format!("AWS4{secret}").as_bytes(), date.as_bytes());
     for part in [region, service, "aws4_request"] {
         key = hmac(&key, part.as_bytes());
     }
-    Some(hex(&hmac(&key, to_sign.as_bytes())))
+    Some(hex::encode(hmac(&key, to_sign.as_bytes())))
 }
 
 /// The path as SigV4 signs it for services other than S3: each segment

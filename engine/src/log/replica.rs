@@ -19,7 +19,7 @@
 //!   send or a rewrite); `by_segment` sums the live bytes homed in each, so
 //!   the writer can tell what dropping a segment would cost.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -78,7 +78,7 @@ pub(crate) struct Replica {
     /// The segment entries are being applied from (or written to).
     pub(crate) segment: u64,
     /// Live bytes (as `live_bytes` counts them) by home segment.
-    by_segment: BTreeMap<u64, u64>,
+    by_segment: SegmentBytes,
     /// The next queue ordinal to hand out (ordinals are never reused).
     pub(crate) next_queue: u32,
     /// No message id at or above this was handed out.
@@ -87,6 +87,64 @@ pub(crate) struct Replica {
     pub(crate) ignored: u64,
     /// What a snapshot of this state would take on disk, roughly.
     pub(crate) live_bytes: u64,
+}
+
+/// Live bytes by home segment. Homes are consecutive segment indexes that
+/// only grow (the writer's current segment, the replay's), so a deque from
+/// the oldest index still homing anything takes each update in O(1) (the
+/// writer makes one per record it applies).
+#[derive(Debug, Default, Clone)]
+struct SegmentBytes {
+    /// The segment of `bytes[0]`.
+    first: u64,
+    bytes: VecDeque<u64>,
+}
+
+impl PartialEq for SegmentBytes {
+    /// Equal when every segment homes as many bytes in both (trailing zeros
+    /// aside).
+    fn eq(&self, other: &Self) -> bool {
+        let end = |s: &SegmentBytes| s.first + s.bytes.len() as u64;
+        let (from, to) = (self.first.min(other.first), end(self).max(end(other)));
+        (from..to).all(|index| self.get(index) == other.get(index))
+    }
+}
+
+impl SegmentBytes {
+    fn get(&self, index: u64) -> u64 {
+        index
+            .checked_sub(self.first)
+            .and_then(|at| usize::try_from(at).ok())
+            .and_then(|at| self.bytes.get(at).copied())
+            .unwrap_or(0)
+    }
+
+    fn add(&mut self, index: u64, size: u64) {
+        if self.bytes.is_empty() {
+            self.first = index;
+        }
+        while index < self.first {
+            self.bytes.push_front(0);
+            self.first -= 1;
+        }
+        let at = usize::try_from(index - self.first).unwrap_or(usize::MAX);
+        if at >= self.bytes.len() {
+            self.bytes.resize(at + 1, 0);
+        }
+        self.bytes[at] += size;
+    }
+
+    fn sub(&mut self, index: u64, size: u64) {
+        let Some(at) = index.checked_sub(self.first).and_then(|at| usize::try_from(at).ok()) else { return };
+        if let Some(bytes) = self.bytes.get_mut(at) {
+            *bytes = bytes.saturating_sub(size);
+        }
+        // The oldest segments empty first: drop them from the front.
+        while self.bytes.front() == Some(&0) {
+            self.bytes.pop_front();
+            self.first += 1;
+        }
+    }
 }
 
 /// Hashes a message id (or an `IdTable` page number) with one
@@ -308,7 +366,7 @@ impl Replica {
         self.ids_below = self.ids_below.max(id.saturating_add(1));
         let size = state.payload.len() as u64 + MESSAGE_OVERHEAD;
         self.live_bytes += size;
-        *self.by_segment.entry(state.home).or_default() += size;
+        self.by_segment.add(state.home, size);
         if let Some(old) = self.messages.insert(id, state) {
             self.forget(&old);
         }
@@ -324,17 +382,12 @@ impl Replica {
     fn forget(&mut self, m: &MessageState) {
         let size = m.payload.len() as u64 + MESSAGE_OVERHEAD;
         self.live_bytes = self.live_bytes.saturating_sub(size);
-        if let std::collections::btree_map::Entry::Occupied(mut home) = self.by_segment.entry(m.home) {
-            *home.get_mut() = home.get().saturating_sub(size);
-            if *home.get() == 0 {
-                home.remove();
-            }
-        }
+        self.by_segment.sub(m.home, size);
     }
 
     /// Live bytes homed in segment `index`.
     pub(crate) fn live_in(&self, index: u64) -> u64 {
-        self.by_segment.get(&index).copied().unwrap_or(0)
+        self.by_segment.get(index)
     }
 
     /// The messages homed in segments below `index`, as the entries that
@@ -384,11 +437,9 @@ impl Replica {
             m.arrival = ranks[&id];
             true
         });
-        self.by_segment.clear();
         let messages: u64 = self.messages.iter().map(|(_, m)| m.payload.len() as u64 + MESSAGE_OVERHEAD).sum();
-        if messages > 0 {
-            self.by_segment.insert(index, messages);
-        }
+        self.by_segment = SegmentBytes::default();
+        self.by_segment.add(index, messages);
     }
 
     /// The live messages in arrival order, with their ids.
@@ -494,17 +545,7 @@ mod tests {
     #[test]
     fn a_snapshot_replays_to_the_same_state() {
         let mut r = Replica::default();
-        for e in [
-            created(0, "dlq"),
-            created(3, "jobs"),
-            sent(3, 1),
-            sent(3, 2),
-            Entry::Op(Record::Received { queue: 3, id: 2, count: 4, until: 0 }),
-            sent(3, 5),
-            Entry::Op(Record::Moved { from: 3, to: 0, id: 1, at: 78, carried: 2, dead_letter: None }),
-            Entry::Op(Record::IdsReserved { below: 1000 }),
-            Entry::Op(Record::RetentionSet { queue: 3, retention: Some(std::time::Duration::from_secs(60)) }),
-        ] {
+        for e in history() {
             r.apply(e);
         }
         let mut again = Replica { ignored: 5, ..Replica::default() };
@@ -527,6 +568,8 @@ mod tests {
             Entry::Op(Record::Received { queue: 3, id: 2, count: 4, until: 0 }),
             sent(3, 5),
             Entry::Op(Record::Moved { from: 3, to: 0, id: 1, at: 78, carried: 2, dead_letter: None }),
+            Entry::Op(Record::IdsReserved { below: 1000 }),
+            Entry::Op(Record::RetentionSet { queue: 3, retention: Some(std::time::Duration::from_secs(60)) }),
             Entry::Op(Record::MetadataSet { queue: 3, metadata: Bytes::from_static(b"m") }),
             sent(0, 6),
             Entry::Op(Record::Gone { queue: 3, id: 5 }),
