@@ -113,6 +113,48 @@ pub(crate) fn system_unix_now() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
+/// How long the counter's reading of the real-time clock stands before it is
+/// taken from the system again (`counter_unix_now`).
+const UNIX_ANCHOR_FOR: u64 = 1_000_000_000;
+
+/// The real-time clock as an offset from the time-stamp counter's time, for
+/// the whole process (like the counter's calibration). A durable send stamps
+/// its record with the Unix time, and `SystemTime::now` with its conversion
+/// was 5-7% of a sending thread's time in `bench/examples/never_sends.rs`;
+/// the counter and one load are a fraction of that.
+///
+/// Orderings: `renew_at` is stored with `Release` after `offset` and loaded
+/// with `Acquire` before it, so a reader that sees a renewal time sees an
+/// offset at least as new as the one stored with it, never the initial 0
+/// (`renew_at` 0 sends the first reader to the system clock). Offsets stored
+/// by threads renewing at once are all valid readings (they differ by the
+/// time between them), so which one a reader sees does not matter.
+struct UnixAnchor {
+    offset: std::sync::atomic::AtomicU64,
+    renew_at: std::sync::atomic::AtomicU64,
+}
+
+static UNIX_ANCHOR: UnixAnchor =
+    UnixAnchor { offset: std::sync::atomic::AtomicU64::new(0), renew_at: std::sync::atomic::AtomicU64::new(0) };
+
+/// The Unix time from the time-stamp counter: the system's real-time clock
+/// as read within the last second, moved on by the counter. It follows a
+/// step of the real-time clock (an NTP correction, an operator's change)
+/// within a second, and may read a few microseconds back across a renewal
+/// (the counter's calibration against the real-time clock's drift), as the
+/// real-time clock itself may.
+fn counter_unix_now(tsc: Tsc) -> u64 {
+    use std::sync::atomic::Ordering as Std;
+    let at = tsc.nanos(tsc.ticks_relaxed());
+    if at < UNIX_ANCHOR.renew_at.load(Std::Acquire) {
+        return at.wrapping_add(UNIX_ANCHOR.offset.load(Std::Relaxed));
+    }
+    let unix = system_unix_now();
+    UNIX_ANCHOR.offset.store(unix.wrapping_sub(at), Std::Relaxed);
+    UNIX_ANCHOR.renew_at.store(at.saturating_add(UNIX_ANCHOR_FOR), Std::Release);
+    unix
+}
+
 /// The Unix time a `ManualClock` standing at zero reads (2024-01-01T00:00:00Z):
 /// a manual clock's `unix_now` is this plus its own time. A test that
 /// restarts a durable engine under a manual clock continues the time line by
@@ -183,6 +225,15 @@ impl Clock for SystemClock {
             // thread could precede `origin`; wrapping would jump centuries.
             Some((tsc, origin)) => Nanos(tsc.nanos(tsc.ticks_relaxed().saturating_sub(origin))),
             None => Nanos(duration_nanos(self.origin.elapsed())),
+        }
+    }
+
+    /// On the time-stamp counter, `counter_unix_now`; else the system's
+    /// real-time clock.
+    fn unix_now(&self) -> u64 {
+        match self.counter {
+            Some((tsc, _)) => counter_unix_now(tsc),
+            None => system_unix_now(),
         }
     }
 }
@@ -271,6 +322,23 @@ impl Clock for ManualClock {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// The counter's Unix time stays within a generous bound of the system's
+    /// real-time clock read around it (the bound allows for a loaded machine
+    /// descheduling the test between reads, not for drift, which is
+    /// microseconds).
+    #[test]
+    fn the_counters_unix_time_tracks_the_real_time_clock() {
+        let clock = SystemClock::new();
+        for _ in 0..1000 {
+            let before = system_unix_now();
+            let read = clock.unix_now();
+            let after = system_unix_now();
+            let slack = 50_000_000;
+            assert!(read + slack >= before && read <= after + slack, "{before} <= {read} <= {after}");
+        }
+        assert!(clock.unix_now() > MANUAL_UNIX_ORIGIN, "a time after 2024, not the counter's own");
+    }
 
     #[test]
     fn manual_clock_moves_only_when_told() {
