@@ -12,18 +12,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use leaseq::{Engine, QueueConfig, ReceiveOptions};
+use leaseq::{Engine, QueueConfig};
 use leaseq_cluster::{
     ClusterError, DurableLogOptions, DurableLogStore, Node, NodeId, Request, Router, TornTail, TypeConfig,
 };
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
-use openraft::{
-    CommittedLeaderId, Config, Entry, EntryPayload, LogId, RaftLogReader, ServerState, SnapshotPolicy, Vote,
-};
+use openraft::{CommittedLeaderId, Config, Entry, EntryPayload, LogId, RaftLogReader, ServerState, Vote};
 use tokio::runtime::Runtime;
 
-/// Every wait in these tests is bounded by this.
-const WAIT: Duration = Duration::from_secs(10);
+mod support;
+
+use support::{WAIT, lease};
 
 /// A fresh dir under the system's temp dir, removed when dropped.
 struct TempDir(PathBuf);
@@ -266,21 +265,7 @@ struct Cluster {
 }
 
 fn config() -> Arc<Config> {
-    let config = Config {
-        heartbeat_interval: 50,
-        election_timeout_min: 150,
-        election_timeout_max: 300,
-        // Snapshots only when a test asks; then the log before it is purged.
-        snapshot_policy: SnapshotPolicy::Never,
-        max_in_snapshot_log_to_keep: 0,
-        purge_batch_size: 1,
-        ..Config::default()
-    };
-    Arc::new(config.validate().unwrap())
-}
-
-fn lease() -> ReceiveOptions {
-    ReceiveOptions::default().visibility(Duration::from_secs(30))
+    support::raft_config(None)
 }
 
 impl Cluster {
@@ -317,25 +302,15 @@ impl Cluster {
     }
 
     fn leader(&self) -> NodeId {
-        let deadline = std::time::Instant::now() + WAIT;
-        loop {
-            for (&id, node) in &self.nodes {
-                let metrics = node.raft().metrics().borrow().clone();
-                if metrics.state == ServerState::Leader && metrics.current_leader == Some(id) {
-                    return id;
-                }
-            }
-            assert!(std::time::Instant::now() < deadline, "no leader");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        support::leader(self.nodes.iter().map(|(&id, node)| (id, node.raft())))
     }
 
     fn start_engine(&self, id: NodeId) -> Engine {
-        self.rt.block_on(self.nodes[&id].start_engine(Engine::builder(), WAIT)).unwrap()
+        support::start_engine(&self.rt, &self.nodes[&id])
     }
 
     fn last_applied(&self, id: NodeId) -> u64 {
-        self.nodes[&id].raft().metrics().borrow().last_applied.map_or(0, |id| id.index)
+        support::last_applied(self.nodes[&id].raft())
     }
 
     /// Waits until every node holds the state `leader` holds (compared by

@@ -8,13 +8,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaseq::{Engine, Error, LeaseError, QueueConfig, ReceiptError, ReceiveOptions};
+use leaseq::{Engine, Error, LeaseError, QueueConfig, ReceiptError};
 use leaseq_cluster::{Node, NodeId, Router};
-use openraft::{BasicNode, Config, ServerState, SnapshotPolicy};
+use openraft::{BasicNode, Config};
 use tokio::runtime::Runtime;
 
-/// Every wait in these tests is bounded by this.
-const WAIT: Duration = Duration::from_secs(10);
+mod support;
+
+use support::{WAIT, lease};
 
 struct Cluster {
     rt: Runtime,
@@ -23,17 +24,7 @@ struct Cluster {
 }
 
 fn config() -> Arc<Config> {
-    let config = Config {
-        heartbeat_interval: 50,
-        election_timeout_min: 150,
-        election_timeout_max: 300,
-        // Snapshots only when a test asks; then the log before it is purged.
-        snapshot_policy: SnapshotPolicy::Never,
-        max_in_snapshot_log_to_keep: 0,
-        purge_batch_size: 1,
-        ..Config::default()
-    };
-    Arc::new(config.validate().unwrap())
+    support::raft_config(None)
 }
 
 impl Cluster {
@@ -57,21 +48,11 @@ impl Cluster {
 
     /// The node among `among` that leads (as it sees itself).
     fn leader(&self, among: &[NodeId]) -> NodeId {
-        let deadline = std::time::Instant::now() + WAIT;
-        loop {
-            for &id in among {
-                let metrics = self.nodes[&id].raft().metrics().borrow().clone();
-                if metrics.state == ServerState::Leader && metrics.current_leader == Some(id) {
-                    return id;
-                }
-            }
-            assert!(std::time::Instant::now() < deadline, "no leader among {among:?}");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        support::leader(among.iter().map(|&id| (id, self.nodes[&id].raft())))
     }
 
     fn start_engine(&self, id: NodeId) -> Engine {
-        self.rt.block_on(self.nodes[&id].start_engine(Engine::builder(), WAIT)).unwrap()
+        support::start_engine(&self.rt, &self.nodes[&id])
     }
 
     /// Waits until node `id` has applied up to `index`.
@@ -80,27 +61,14 @@ impl Cluster {
         self.rt.block_on(wait.applied_index_at_least(Some(index), "applied")).unwrap();
     }
 
-    /// Waits until `a` and `b` hold the same replica state (compared by
-    /// its snapshot frames: see the snapshot test), as `a`'s.
+    /// Waits until `a` and `b` hold the same replica state, as `a`'s.
     fn converged(&self, a: NodeId, b: NodeId) -> leaseq::ReplicaState {
-        let deadline = std::time::Instant::now() + WAIT;
-        loop {
-            let (sa, sb) = (self.nodes[&a].replica_state(), self.nodes[&b].replica_state());
-            if sa.snapshot() == sb.snapshot() {
-                return sa;
-            }
-            assert!(std::time::Instant::now() < deadline, "nodes {a} and {b} did not converge");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        support::converged(&self.nodes[&a], &self.nodes[&b])
     }
 
     fn last_applied(&self, id: NodeId) -> u64 {
-        self.nodes[&id].raft().metrics().borrow().last_applied.map_or(0, |id| id.index)
+        support::last_applied(self.nodes[&id].raft())
     }
-}
-
-fn lease() -> ReceiveOptions {
-    ReceiveOptions::default().visibility(Duration::from_secs(30))
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaseq::{Engine, Error, QueueConfig, ReceiveOptions};
+use leaseq::{Engine, Error, QueueConfig};
 use leaseq_cluster::{
     AUTH_HEADER, ClusterSecret, HttpNetwork, LogStore, MAX_RAFT_BODY_BYTES, Node, NodeId, Raft, StateMachine,
     VOTE_PATH, serve_raft, unix_now_ms,
@@ -18,15 +18,16 @@ use leaseq_cluster::{
 use openraft::error::RPCError;
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::VoteRequest;
-use openraft::{BasicNode, Config, ServerState, SnapshotPolicy, Vote};
+use openraft::{BasicNode, Config, ServerState, Vote};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-/// Every wait in these tests is bounded by this.
-const WAIT: Duration = Duration::from_secs(10);
+mod support;
+
+use support::{WAIT, lease, runtime};
 
 /// A node and the listener task that answers its RPCs.
 struct Member {
@@ -42,23 +43,8 @@ struct Cluster {
 }
 
 fn config() -> Arc<Config> {
-    let config = Config {
-        heartbeat_interval: 50,
-        election_timeout_min: 150,
-        election_timeout_max: 300,
-        // Snapshots only when a test asks; then the log before it is purged.
-        snapshot_policy: SnapshotPolicy::Never,
-        max_in_snapshot_log_to_keep: 0,
-        purge_batch_size: 1,
-        // Small chunks, so a snapshot crosses the wire in several.
-        snapshot_max_chunk_size: 256,
-        ..Config::default()
-    };
-    Arc::new(config.validate().unwrap())
-}
-
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap()
+    // Small chunks, so a snapshot crosses the wire in several.
+    support::raft_config(Some(256))
 }
 
 impl Cluster {
@@ -127,39 +113,20 @@ impl Cluster {
 
     /// The node among `among` that leads (as it sees itself).
     fn leader(&self, among: &[NodeId]) -> NodeId {
-        let deadline = std::time::Instant::now() + WAIT;
-        loop {
-            for &id in among {
-                let metrics = self.raft(id).metrics().borrow().clone();
-                if metrics.state == ServerState::Leader && metrics.current_leader == Some(id) {
-                    return id;
-                }
-            }
-            assert!(std::time::Instant::now() < deadline, "no leader among {among:?}");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        support::leader(among.iter().map(|&id| (id, self.raft(id))))
     }
 
     fn start_engine(&self, id: NodeId) -> Engine {
-        self.rt.block_on(self.members[&id].node.start_engine(Engine::builder(), WAIT)).unwrap()
+        support::start_engine(&self.rt, &self.members[&id].node)
     }
 
-    /// Waits until `a` and `b` hold the same replica state (by its snapshot
-    /// frames), as `a`'s.
+    /// Waits until `a` and `b` hold the same replica state, as `a`'s.
     fn converged(&self, a: NodeId, b: NodeId) -> leaseq::ReplicaState {
-        let deadline = std::time::Instant::now() + WAIT;
-        loop {
-            let (sa, sb) = (self.members[&a].node.replica_state(), self.members[&b].node.replica_state());
-            if sa.snapshot() == sb.snapshot() {
-                return sa;
-            }
-            assert!(std::time::Instant::now() < deadline, "nodes {a} and {b} did not converge");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        support::converged(&self.members[&a].node, &self.members[&b].node)
     }
 
     fn last_applied(&self, id: NodeId) -> u64 {
-        self.raft(id).metrics().borrow().last_applied.map_or(0, |id| id.index)
+        support::last_applied(self.raft(id))
     }
 }
 
@@ -172,10 +139,6 @@ impl Drop for Cluster {
             }
         });
     }
-}
-
-fn lease() -> ReceiveOptions {
-    ReceiveOptions::default().visibility(Duration::from_secs(30))
 }
 
 #[test]
