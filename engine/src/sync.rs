@@ -53,7 +53,7 @@ mod imp {
     pub(crate) use loom::cell::UnsafeCell;
     pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
     pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
-    pub(crate) use std::sync::{Arc, OnceLock, Weak};
+    pub(crate) use std::sync::{Arc, OnceLock};
 
     /// Under loom a spin must yield, or the model never schedules the thread
     /// that would end it.
