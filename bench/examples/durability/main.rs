@@ -165,6 +165,72 @@ fn run(policy: Option<SyncPolicy>, dir: &Path, callers: usize, per_caller: usize
     run
 }
 
+/// Wakes the thread that polls a group of futures.
+struct ThreadWaker(std::thread::Thread);
+
+impl std::task::Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Polls every future of `group` until all are ready, parking the thread in
+/// between (a caller's own executor, so the load needs no runtime).
+fn wait_all(mut group: Vec<leaseq::SendFuture>) {
+    use std::future::Future;
+    use std::task::{Context, Poll};
+    let waker = std::task::Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    while !group.is_empty() {
+        group.retain_mut(|f| match std::pin::Pin::new(f).poll(&mut cx) {
+            Poll::Ready(sent) => {
+                sent.expect("a durable send");
+                false
+            }
+            Poll::Pending => true,
+        });
+        if !group.is_empty() {
+            std::thread::park_timeout(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Under `Always`, `callers` threads each keep `in_flight` async sends
+/// waiting for their sync (`Queue::send_async`, the README's pattern for
+/// many writes from one task): sends/s, and records per sync.
+fn run_pipelined(dir: &Path, callers: usize, in_flight: usize, per_caller: usize) -> (f64, f64) {
+    let _ = std::fs::remove_dir_all(dir);
+    let engine = Engine::builder().data_dir(dir).sync(SyncPolicy::Always).open().unwrap();
+    let config = QueueConfig::default().max_messages(1 << 22);
+    let q = engine.create_queue("bench", config).unwrap();
+    let before = engine.log_stats().unwrap();
+    let barrier = Arc::new(Barrier::new(callers + 1));
+    let threads: Vec<_> = (0..callers)
+        .map(|_| {
+            let (q, barrier) = (q.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                let started = Instant::now();
+                for _ in 0..per_caller / in_flight {
+                    let group: Vec<_> = (0..in_flight)
+                        .map(|_| q.send_async(&PAYLOAD[..], leaseq::SendOptions::default()))
+                        .collect();
+                    wait_all(group);
+                }
+                (started, Instant::now())
+            })
+        })
+        .collect();
+    barrier.wait();
+    let spans: Vec<(Instant, Instant)> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let start = spans.iter().map(|s| s.0).min().unwrap();
+    let end = spans.iter().map(|s| s.1).max().unwrap();
+    let after = engine.log_stats().unwrap();
+    let sent = (callers * (per_caller / in_flight) * in_flight) as f64;
+    let per_sync = (after.records - before.records) as f64 / (after.syncs - before.syncs).max(1) as f64;
+    (sent / (end - start).as_secs_f64(), per_sync)
+}
+
 /// Every peer at both durability classes beside leaseq with the matching
 /// policy, the same load, in this run.
 fn against_peers(base: &Path, quick: bool) {
@@ -222,9 +288,60 @@ fn against_peers(base: &Path, quick: bool) {
             }
         }
     }
+    // Many sends in flight per caller under `Always`: leaseq's async sends
+    // against the peers whose protocol pipelines (Redis), same run.
+    println!();
+    println!("Pipelined, EveryWrite, 64 callers (sends only):");
+    println!();
+    println!("| in flight per caller | leaseq sends/s | leaseq records/sync | peer | peer sends/s | leaseq vs peer |");
+    println!("|---:|---:|---:|---|---:|---:|");
+    for in_flight in [4usize, 16] {
+        let per_caller = in_flight * if quick { 4 } else { 40 };
+        let (ours, per_sync) = run_pipelined(&base.join("data"), 64, in_flight, per_caller);
+        for peer in Peer::ALL {
+            let Ok(Ok(running)) = peer.start(Durability::EveryWrite, base) else { continue };
+            let clients: io::Result<Vec<_>> = (0..64).map(|_| running.connect()).collect();
+            let Ok(clients) = clients else { continue };
+            if !clients[0].pipelines() {
+                continue;
+            }
+            let theirs = drive_pipelined(clients, in_flight, per_caller);
+            println!(
+                "| {in_flight} | {ours:.0} | {per_sync:.1} | {} | {theirs:.0} | {:.2}x |",
+                peer.label(Durability::EveryWrite),
+                ours / theirs
+            );
+        }
+    }
     for why in skipped {
         println!("skipped: {why}");
     }
+}
+
+/// Each client (one thread each) sends `per_caller` messages, `in_flight`
+/// at a time; returns sends/s over the whole span.
+fn drive_pipelined(clients: Vec<Box<dyn Client>>, in_flight: usize, per_caller: usize) -> f64 {
+    let callers = clients.len();
+    let barrier = Arc::new(Barrier::new(callers + 1));
+    let threads: Vec<_> = clients
+        .into_iter()
+        .map(|mut client| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                let started = Instant::now();
+                for _ in 0..per_caller / in_flight {
+                    client.send_pipelined(&PAYLOAD[..], in_flight).unwrap();
+                }
+                (started, Instant::now())
+            })
+        })
+        .collect();
+    barrier.wait();
+    let spans: Vec<(Instant, Instant)> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let start = spans.iter().map(|s| s.0).min().unwrap();
+    let end = spans.iter().map(|s| s.1).max().unwrap();
+    (callers * (per_caller / in_flight) * in_flight) as f64 / (end - start).as_secs_f64()
 }
 
 fn recovery(dir: &Path, messages: usize) -> (Duration, u64) {
@@ -316,12 +433,12 @@ fn churn(dir: &Path, live: usize, cycles: usize, segment: u64) {
     println!();
     println!(
         "churn: {live} live messages ({:.1} MiB of payload, {:.1} MiB live in a snapshot), {cycles} send+receive+ack \
-         cycles in {:.1} s under Never, segments of {} MiB; {} compactions, {} segments cleaned, {:.0} MiB rewritten \
+         cycles in {:.1} s under Never, segments of {} KiB; {} compactions, {} segments cleaned, {:.0} MiB rewritten \
          ({:.0} MiB written in all)",
         mib(live_payload),
         mib(stats.live_bytes),
         elapsed.as_secs_f64(),
-        segment >> 20,
+        segment >> 10,
         stats.compactions,
         stats.segments_cleaned,
         mib(stats.rewritten_bytes),
@@ -346,10 +463,10 @@ fn churn(dir: &Path, live: usize, cycles: usize, segment: u64) {
 
 /// The churn runs: a day at 100 messages a second beside 100,000 live
 /// messages with 4 MiB and with 1 MiB segments, and beside 1,000,000 with
-/// 4 MiB (`quick`: a short one).
+/// 4 MiB (`quick`: a short one, beside 10,000 with 256 KiB segments).
 fn churn_days(dir: &Path, quick: bool) {
     if quick {
-        churn(dir, 10_000, 200_000, 1 << 20);
+        churn(dir, 10_000, 200_000, 256 << 10);
         return;
     }
     for (live, segment) in [(100_000, 4 << 20), (100_000, 1 << 20), (1_000_000, 4 << 20)] {
@@ -408,6 +525,12 @@ fn main() {
                 r.sends_per_s / memory.sends_per_s
             );
         }
+    }
+    for in_flight in [4usize, 16] {
+        let (rate, per_sync) = run_pipelined(&dir, 64, in_flight, 64 * scale);
+        println!(
+            "Always, 64 callers with {in_flight} async sends in flight each: {rate:.0} sends/s, {per_sync:.1} records/sync"
+        );
     }
     if args.iter().any(|a| a == "--only-sends") {
         let _ = std::fs::remove_dir_all(&dir);

@@ -43,6 +43,16 @@ pub trait Client: Send {
     fn send(&mut self, payload: &[u8]) -> io::Result<()>;
     /// Takes one ready message and acks it; `false` when none was ready.
     fn take_and_ack(&mut self) -> io::Result<bool>;
+    /// Sends `n` messages with all `n` in flight at once, where the
+    /// protocol allows it (Redis: one pipeline); returns once the queue has
+    /// acknowledged every one.
+    fn send_pipelined(&mut self, payload: &[u8], n: usize) -> io::Result<()> {
+        (0..n).try_for_each(|_| self.send(payload))
+    }
+    /// Whether `send_pipelined` really keeps them in flight together.
+    fn pipelines(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -298,6 +308,24 @@ impl Client for RedisClient {
             Value::Bulk(Some(_)) => Ok(()),
             other => Err(protocol_error(format!("redis XADD: {other:?}"))),
         }
+    }
+
+    fn send_pipelined(&mut self, payload: &[u8], n: usize) -> io::Result<()> {
+        for _ in 0..n {
+            self.resp.queue(&[b"XADD", b"q", b"*", b"p", payload]);
+        }
+        self.resp.flush()?;
+        for _ in 0..n {
+            match self.resp.read()? {
+                Value::Bulk(Some(_)) => {}
+                other => return Err(protocol_error(format!("redis XADD: {other:?}"))),
+            }
+        }
+        Ok(())
+    }
+
+    fn pipelines(&self) -> bool {
+        true
     }
 
     fn take_and_ack(&mut self) -> io::Result<bool> {
