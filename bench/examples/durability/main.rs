@@ -212,9 +212,8 @@ fn run_pipelined(dir: &Path, callers: usize, in_flight: usize, per_caller: usize
                 barrier.wait();
                 let started = Instant::now();
                 for _ in 0..per_caller / in_flight {
-                    let group: Vec<_> = (0..in_flight)
-                        .map(|_| q.send_async(&PAYLOAD[..], leaseq::SendOptions::default()))
-                        .collect();
+                    let group: Vec<_> =
+                        (0..in_flight).map(|_| q.send_async(&PAYLOAD[..], leaseq::SendOptions::default())).collect();
                     wait_all(group);
                 }
                 (started, Instant::now())
@@ -372,13 +371,21 @@ fn against_log_crates(base: &Path, quick: bool) {
     println!();
     println!("Log crates considered (one 100-byte record per call, each waiting until it is durable):");
     println!();
-    println!("| callers | leaseq Always sends/s | okaywal 0.3 commits/s | leaseq vs okaywal |");
-    println!("|---:|---:|---:|---:|");
+    println!(
+        "| callers | leaseq Always sends/s | okaywal 0.3 commits/s | leaseq vs okaywal | fjall 2 persisted inserts/s | leaseq vs fjall |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
     for callers in [1usize, 8, 64] {
         let per_caller = (100 * scale).max(callers * 4) / callers + 10;
         let ours = run(Some(SyncPolicy::Always), &base.join("data"), callers, per_caller);
-        let theirs = candidates::okaywal_appends(&base.join("okaywal"), callers, per_caller, &PAYLOAD);
-        println!("| {callers} | {:.0} | {theirs:.0} | {:.2}x |", ours.sends_per_s, ours.sends_per_s / theirs);
+        let okaywal = candidates::okaywal_appends(&base.join("okaywal"), callers, per_caller, &PAYLOAD);
+        let fjall = candidates::fjall_inserts(&base.join("fjall"), callers, per_caller, &PAYLOAD);
+        println!(
+            "| {callers} | {:.0} | {okaywal:.0} | {:.2}x | {fjall:.0} | {:.2}x |",
+            ours.sends_per_s,
+            ours.sends_per_s / okaywal,
+            ours.sends_per_s / fjall
+        );
     }
 }
 
