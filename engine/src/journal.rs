@@ -166,8 +166,11 @@ pub(crate) struct Journal {
     /// Notified when the writer's backlog falls to half of `MAX_BACKLOG`.
     backlog_drained: Condvar,
     writer: OnceLock<Thread>,
-    commit_lock: Mutex<()>,
-    committed: Condvar,
+    /// Threads blocked in `wait_durable`: (the record each waits for, the
+    /// thread). `mark_durable` unparks only those its raise covers, so a sync
+    /// wakes the callers it completes and no others (a condvar's
+    /// `notify_all` had woken every waiter for every sync).
+    sleepers: Mutex<Vec<(u64, crate::sync::thread::Thread)>>,
     /// Tasks (async receives under `Always`) waiting for a record to become
     /// durable: (its sequence number, the task's waker).
     durable_tasks: Mutex<Vec<(u64, std::task::Waker)>>,
@@ -228,8 +231,7 @@ impl Journal {
             throttle_lock: Mutex::new(()),
             backlog_drained: Condvar::new(),
             writer: OnceLock::new(),
-            commit_lock: Mutex::new(()),
-            committed: Condvar::new(),
+            sleepers: Mutex::new(Vec::new()),
             durable_tasks: Mutex::new(Vec::new()),
             any_failure: AtomicBool::new(false),
             failures: Mutex::new(Failures::default()),
@@ -356,13 +358,40 @@ impl Journal {
 
     /// Waits until record `seq` is durable (or failed).
     pub(crate) fn wait_durable(&self, seq: u64) -> Result<(), StorageFailure> {
+        use crate::sync::thread;
         if self.durable.load(Ordering::Acquire) <= seq {
-            let mut guard = lock(&self.commit_lock);
+            {
+                let mut sleepers = lock(&self.sleepers);
+                // Checked again under the lock: `mark_durable` raises
+                // `durable` before it takes this lock to wake, so either this
+                // sees the raise or that sees this entry (no lost wake-up).
+                if self.durable.load(Ordering::Acquire) <= seq {
+                    sleepers.push((seq, thread::current()));
+                }
+            }
+            // Unparked once due; a park may also return early (an unpark
+            // left from an earlier wait, or none at all), so look again.
             while self.durable.load(Ordering::Acquire) <= seq {
-                guard = self.committed.wait(guard).unwrap_or_else(std::sync::PoisonError::into_inner);
+                thread::park();
             }
         }
         self.failure_of(seq).map_or(Ok(()), Err)
+    }
+
+    /// Unparks the threads waiting for records below `seq`.
+    fn wake_sleepers(&self, seq: u64) {
+        let due: Vec<crate::sync::thread::Thread> = {
+            let mut sleepers = lock(&self.sleepers);
+            if sleepers.is_empty() {
+                return;
+            }
+            let (due, waiting) = std::mem::take(&mut *sleepers).into_iter().partition(|(s, _)| *s < seq);
+            *sleepers = waiting;
+            due.into_iter().map(|(_, thread)| thread).collect()
+        };
+        for thread in due {
+            thread.unpark();
+        }
     }
 
     /// `wait_durable` for a task: ready once record `seq` is durable (or
@@ -517,13 +546,10 @@ impl Journal {
 
     /// Every record below `seq` is durable (or failed): wakes its waiters.
     pub(crate) fn mark_durable(&self, seq: u64) {
-        // Mutant (loom-tests only): notify before the store, so a waiter that
-        // looked under the lock before the store sleeps through it.
+        // Mutant (loom-tests only): wake before the store, so a waiter woken
+        // then looks, finds its record not durable, and sleeps through it.
         #[cfg(leaseq_mutant = "notify_before_store")]
-        {
-            let _guard = lock(&self.commit_lock);
-            self.committed.notify_all();
-        }
+        self.wake_sleepers(seq);
         // Release: a waiter that reads it (Acquire) sees the sync and the
         // failure ranges recorded before. Stored before the lock below (no
         // lost wake-up).
@@ -534,10 +560,7 @@ impl Journal {
         #[cfg(leaseq_mutant = "relaxed_durable")]
         self.durable.store(seq, Ordering::Relaxed);
         #[cfg(not(leaseq_mutant = "notify_before_store"))]
-        {
-            let _guard = lock(&self.commit_lock);
-            self.committed.notify_all();
-        }
+        self.wake_sleepers(seq);
         let due: Vec<std::task::Waker> = {
             let mut tasks = lock(&self.durable_tasks);
             if tasks.is_empty() {

@@ -15,6 +15,11 @@ mod imp {
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
     pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 
+    /// Parking a thread until another unparks it.
+    pub(crate) mod thread {
+        pub(crate) use std::thread::{Thread, current, park};
+    }
+
     /// An `UnsafeCell` with loom's closure-based API, so call sites read the
     /// same under both backends.
     #[derive(Debug, Default)]
@@ -54,6 +59,11 @@ mod imp {
     pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
     pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
     pub(crate) use std::sync::{Arc, OnceLock};
+
+    /// Parking a thread until another unparks it.
+    pub(crate) mod thread {
+        pub(crate) use loom::thread::{Thread, current, park};
+    }
 
     /// Under loom a spin must yield, or the model never schedules the thread
     /// that would end it.
