@@ -221,13 +221,19 @@ fn run_pipelined(dir: &Path, callers: usize, in_flight: usize, per_caller: usize
         })
         .collect();
     barrier.wait();
-    let spans: Vec<(Instant, Instant)> = threads.into_iter().map(|t| t.join().unwrap()).collect();
-    let start = spans.iter().map(|s| s.0).min().unwrap();
-    let end = spans.iter().map(|s| s.1).max().unwrap();
+    let span = joined_span(threads);
     let after = engine.log_stats().unwrap();
     let sent = (callers * (per_caller / in_flight) * in_flight) as f64;
     let per_sync = (after.records - before.records) as f64 / (after.syncs - before.syncs).max(1) as f64;
-    (sent / (end - start).as_secs_f64(), per_sync)
+    (sent / span.as_secs_f64(), per_sync)
+}
+
+/// Joins callers that each return their own (start, end) and gives the
+/// span from the first start to the last end.
+fn joined_span(threads: Vec<std::thread::JoinHandle<(Instant, Instant)>>) -> Duration {
+    let spans: Vec<(Instant, Instant)> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let start = spans.iter().map(|s| s.0).min().unwrap();
+    spans.iter().map(|s| s.1).max().unwrap() - start
 }
 
 /// Every peer at both durability classes beside leaseq with the matching
@@ -337,10 +343,7 @@ fn drive_pipelined(clients: Vec<Box<dyn Client>>, in_flight: usize, per_caller: 
         })
         .collect();
     barrier.wait();
-    let spans: Vec<(Instant, Instant)> = threads.into_iter().map(|t| t.join().unwrap()).collect();
-    let start = spans.iter().map(|s| s.0).min().unwrap();
-    let end = spans.iter().map(|s| s.1).max().unwrap();
-    (callers * (per_caller / in_flight) * in_flight) as f64 / (end - start).as_secs_f64()
+    (callers * (per_caller / in_flight) * in_flight) as f64 / joined_span(threads).as_secs_f64()
 }
 
 fn recovery(dir: &Path, messages: usize) -> (Duration, u64) {
