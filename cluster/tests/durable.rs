@@ -265,7 +265,7 @@ struct Cluster {
 }
 
 fn config() -> Arc<Config> {
-    support::raft_config(None)
+    support::steady_raft_config()
 }
 
 impl Cluster {

@@ -21,10 +21,23 @@ pub const WAIT: Duration = Duration::from_secs(10);
 /// before them purged; snapshots sent in chunks of `chunk` bytes where
 /// given (so a small one still crosses the wire in several).
 pub fn raft_config(chunk: Option<u64>) -> Arc<Config> {
+    config_with(chunk, 50, (150, 300))
+}
+
+/// Like `raft_config`, with elections ten times slower: for groups that are
+/// shut down and reopened whole, where every node starts at once on a
+/// loaded machine and a 150 ms timeout let a late heartbeat start a second
+/// election just after the first (the test's leader then lost its lead
+/// under it: "this node no longer leads").
+pub fn steady_raft_config() -> Arc<Config> {
+    config_with(None, 200, (1500, 3000))
+}
+
+fn config_with(chunk: Option<u64>, heartbeat: u64, (election_min, election_max): (u64, u64)) -> Arc<Config> {
     let mut config = Config {
-        heartbeat_interval: 50,
-        election_timeout_min: 150,
-        election_timeout_max: 300,
+        heartbeat_interval: heartbeat,
+        election_timeout_min: election_min,
+        election_timeout_max: election_max,
         snapshot_policy: SnapshotPolicy::Never,
         max_in_snapshot_log_to_keep: 0,
         purge_batch_size: 1,
