@@ -380,16 +380,7 @@ impl Journal {
 
     /// Unparks the threads waiting for records below `seq`.
     fn wake_sleepers(&self, seq: u64) {
-        let due: Vec<crate::sync::thread::Thread> = {
-            let mut sleepers = lock(&self.sleepers);
-            if sleepers.is_empty() {
-                return;
-            }
-            let (due, waiting) = std::mem::take(&mut *sleepers).into_iter().partition(|(s, _)| *s < seq);
-            *sleepers = waiting;
-            due.into_iter().map(|(_, thread)| thread).collect()
-        };
-        for thread in due {
+        for thread in take_due(&self.sleepers, seq) {
             thread.unpark();
         }
     }
@@ -561,17 +552,8 @@ impl Journal {
         self.durable.store(seq, Ordering::Relaxed);
         #[cfg(not(leaseq_mutant = "notify_before_store"))]
         self.wake_sleepers(seq);
-        let due: Vec<std::task::Waker> = {
-            let mut tasks = lock(&self.durable_tasks);
-            if tasks.is_empty() {
-                return;
-            }
-            let (due, waiting) = std::mem::take(&mut *tasks).into_iter().partition(|(s, _)| *s < seq);
-            *tasks = waiting;
-            due.into_iter().map(|(_, waker)| waker).collect()
-        };
         // Woken outside the lock: a waker may poll its task at once.
-        for waker in due {
+        for waker in take_due(&self.durable_tasks, seq) {
             waker.wake();
         }
     }
@@ -640,6 +622,18 @@ thread_local! {
 /// matures at (0: no delay).
 pub(crate) fn deliver_at(unix_now: u64, delay: u64) -> u64 {
     if delay == 0 { 0 } else { unix_now.saturating_add(delay).max(1) }
+}
+
+/// Removes from a waiting list (record number, waiter) the waiters of
+/// records below `seq` and returns them, to be woken outside the lock.
+fn take_due<T>(list: &Mutex<Vec<(u64, T)>>, seq: u64) -> Vec<T> {
+    let mut waiting = lock(list);
+    if waiting.is_empty() {
+        return Vec::new();
+    }
+    let (due, still): (Vec<_>, Vec<_>) = std::mem::take(&mut *waiting).into_iter().partition(|(s, _)| *s < seq);
+    *waiting = still;
+    due.into_iter().map(|(_, waiter)| waiter).collect()
 }
 
 /// What the log writer has done, as counters it updates (Relaxed: they are

@@ -437,7 +437,7 @@ impl Replica {
             m.arrival = ranks[&id];
             true
         });
-        let messages: u64 = self.messages.iter().map(|(_, m)| m.payload.len() as u64 + MESSAGE_OVERHEAD).sum();
+        let messages: u64 = self.by_segment.bytes.iter().sum();
         self.by_segment = SegmentBytes::default();
         self.by_segment.add(index, messages);
     }
