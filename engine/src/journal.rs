@@ -150,11 +150,8 @@ pub(crate) struct Journal {
     /// logged too (`Received::until`, `LeaseSet`), so a new leader keeps
     /// leases in force.
     pub(crate) replicated: bool,
-    /// The loom seam, as in `ready.rs`: `SegQueue` has no loom twin.
-    #[cfg(not(loom))]
-    entries: crossbeam_queue::SegQueue<(u64, Record)>,
-    #[cfg(loom)]
-    entries: Mutex<VecDeque<(u64, Record)>>,
+    /// Records handed in and not yet popped by the writer, in push order.
+    entries: Backlog,
     next_seq: AtomicU64,
     written: AtomicU64,
     durable: AtomicU64,
@@ -165,6 +162,10 @@ pub(crate) struct Journal {
     throttle_lock: Mutex<()>,
     /// Notified when the writer's backlog falls to half of `MAX_BACKLOG`.
     backlog_drained: Condvar,
+    /// Pushes waiting in `wait_for_room` (Dekker pair with `mark_written`).
+    waiting_for_room: AtomicU64,
+    /// Notified when the ring is down to half full.
+    room_made: Condvar,
     writer: OnceLock<Thread>,
     /// Threads blocked in `wait_durable`: (the record each waits for, the
     /// thread). `mark_durable` unparks only those its raise covers, so a sync
@@ -212,17 +213,33 @@ impl fmt::Debug for Journal {
 /// Most records the writer may lag behind before sends wait for it.
 pub(crate) const MAX_BACKLOG: u64 = 1 << 16;
 
+/// Records the backlog holds before any push waits for room: twice what
+/// sends let through, so receives, acks and moves (which do not wait in
+/// `throttle`) have as much room again before they wait.
+const BACKLOG_CAPACITY: usize = 2 * MAX_BACKLOG as usize;
+
 /// Ids reserved at a time: one synced record per 2^40 ids (30 hours at ten
 /// million sends a second), and a restart skips at most that many.
 pub(crate) const ID_RESERVATION: u64 = 1 << 40;
 
 impl Journal {
+    /// A local writer's journal.
     pub(crate) fn new(policy: SyncPolicy, ids_reserved: u64) -> Self {
+        Self::with_backlog(policy, ids_reserved, Backlog::bounded(), false)
+    }
+
+    /// A replicated engine's journal (`Always`, unbounded backlog, lease
+    /// ends logged).
+    pub(crate) fn new_replicated(ids_reserved: u64) -> Self {
+        Self::with_backlog(SyncPolicy::Always, ids_reserved, Backlog::unbounded(), true)
+    }
+
+    fn with_backlog(policy: SyncPolicy, ids_reserved: u64, entries: Backlog, replicated: bool) -> Self {
         let first_seq = 0;
         Journal {
             policy,
-            replicated: false,
-            entries: Default::default(),
+            replicated,
+            entries,
             next_seq: AtomicU64::new(first_seq),
             written: AtomicU64::new(first_seq),
             durable: AtomicU64::new(first_seq),
@@ -230,6 +247,8 @@ impl Journal {
             throttled: AtomicU64::new(0),
             throttle_lock: Mutex::new(()),
             backlog_drained: Condvar::new(),
+            waiting_for_room: AtomicU64::new(0),
+            room_made: Condvar::new(),
             writer: OnceLock::new(),
             sleepers: Mutex::new(Vec::new()),
             durable_tasks: Mutex::new(Vec::new()),
@@ -254,10 +273,7 @@ impl Journal {
         // Relaxed: the number only needs to be unique and increasing per
         // thread; the queue's own synchronisation publishes the record.
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        #[cfg(not(loom))]
-        self.entries.push((seq, record));
-        #[cfg(loom)]
-        lock(&self.entries).push_back((seq, record));
+        self.entries.push((seq, record), || self.wait_for_room());
         LAST_PUSHED.with(|last| last.set((self.unique, seq)));
         // SeqCst fence, pairing with the writer's before it sleeps: either
         // the writer's second look at the queue sees this record, or this
@@ -313,6 +329,50 @@ impl Journal {
         self.throttled.fetch_sub(1, Ordering::Relaxed);
     }
 
+    /// A push found the ring full (`BACKLOG_CAPACITY` records queued: more
+    /// than sends let through, so receives, acks or a purge filled it). The
+    /// pusher sleeps until the writer has popped the ring down to half, so a
+    /// transition that outruns the writer is paced by it too and what a
+    /// crash can lose stays bounded for every record. The condition is the
+    /// ring's length, not the backlog `throttle` reads: that counts from
+    /// the lowest record not yet written, which may be this pusher's own
+    /// (its number is taken, its record not yet queued), so it could never
+    /// fall while the pusher waited. No lost wake-up, by the protocol of
+    /// `throttle` (`waiting_for_room` and the ring's length in place of
+    /// `throttled` and the backlog; its own condvar, so that waking these
+    /// pushers never wakes the held senders for nothing). While closing,
+    /// the writer drains the ring before it stops, so the push just tries
+    /// again. Returns `false` when no writer runs yet (an open's restore):
+    /// nothing would make room.
+    #[cold]
+    fn wait_for_room(&self) -> bool {
+        if self.writer.get().is_none() {
+            return false;
+        }
+        if self.closing.load(Ordering::Acquire) {
+            std::thread::yield_now();
+            return true;
+        }
+        if self.writer_idle.swap(false, Ordering::Relaxed) {
+            if let Some(writer) = self.writer.get() {
+                writer.unpark();
+            }
+        }
+        self.waiting_for_room.fetch_add(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        let mut guard = lock(&self.throttle_lock);
+        while self.entries.ring_len() > BACKLOG_CAPACITY / 2 && !self.closing.load(Ordering::Acquire) {
+            // The timeout is a backstop only, as in `throttle_slow`.
+            guard = match self.room_made.wait_timeout(guard, Duration::from_millis(50)) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        drop(guard);
+        self.waiting_for_room.fetch_sub(1, Ordering::Relaxed);
+        true
+    }
+
     /// Records pushed but not yet handed to the operating system.
     #[inline]
     fn lag(&self) -> u64 {
@@ -326,13 +386,18 @@ impl Journal {
         if self.lag() <= MAX_BACKLOG / 2 {
             self.wake_throttled();
         }
+        if self.waiting_for_room.load(Ordering::Relaxed) > 0 && self.entries.ring_len() <= BACKLOG_CAPACITY / 2 {
+            let _guard = lock(&self.throttle_lock);
+            self.room_made.notify_all();
+        }
     }
 
     /// Wakes the senders `throttle` holds, if any (they look again).
     fn wake_throttled(&self) {
-        if self.throttled.load(Ordering::Relaxed) > 0 {
+        if self.throttled.load(Ordering::Relaxed) > 0 || self.waiting_for_room.load(Ordering::Relaxed) > 0 {
             let _guard = lock(&self.throttle_lock);
             self.backlog_drained.notify_all();
+            self.room_made.notify_all();
         }
     }
 
@@ -484,18 +549,12 @@ impl Journal {
     /// Pops the next record, if any.
     #[inline]
     pub(crate) fn pop(&self) -> Option<(u64, Record)> {
-        #[cfg(not(loom))]
-        return self.entries.pop();
-        #[cfg(loom)]
-        return lock(&self.entries).pop_front();
+        self.entries.pop()
     }
 
     /// Whether records are waiting.
     pub(crate) fn has_records(&self) -> bool {
-        #[cfg(not(loom))]
-        return !self.entries.is_empty();
-        #[cfg(loom)]
-        return !lock(&self.entries).is_empty();
+        !self.entries.is_empty()
     }
 
     /// The writer is about to sleep: returns `false` (and stays awake) if a
@@ -622,6 +681,140 @@ thread_local! {
 /// matures at (0: no delay).
 pub(crate) fn deliver_at(unix_now: u64, delay: u64) -> u64 {
     if delay == 0 { 0 } else { unix_now.saturating_add(delay).max(1) }
+}
+
+/// The records between the transitions and the writer: a FIFO queue, many
+/// pushers and one popper.
+///
+/// A local writer's is a bounded ring (`ArrayQueue`), allocated once: the
+/// unbounded `SegQueue` allocates a block for every 31 records on the
+/// pushers' threads and frees it on the writer's, and at 64 callers the
+/// writer waited on the allocator's arena locks for about a tenth of its
+/// time (docs/durability.md). A push that finds the ring full waits for the
+/// writer (`Journal::wait_for_room`), except before the writer runs: an
+/// open restores its messages before it starts the writer, and the records
+/// that restore pushes (a drop past the retention, a move to a dead-letter
+/// queue) may be more than the ring holds. Such a push sets `overflowing`
+/// and goes to `overflow`, and so does every push after it, for good; the
+/// writer pops the ring before the overflow. Order holds: a later record of
+/// the same message is pushed after the earlier one's push returned (the
+/// claim orders them, `journal.rs`), so it too sees the flag, and every
+/// record in the ring that a pusher put there before the flag was set is
+/// popped before any overflow record.
+///
+/// A replicated engine's stays unbounded: its popper waits on a quorum,
+/// which the pushers must not wait behind.
+// One per engine, inside its journal: the padded queue heads' size is moot.
+#[allow(clippy::large_enum_variant)]
+enum Backlog {
+    #[cfg(not(loom))]
+    Bounded {
+        ring: crossbeam_queue::ArrayQueue<(u64, Record)>,
+        overflow: crossbeam_queue::SegQueue<(u64, Record)>,
+        overflowing: AtomicBool,
+    },
+    #[cfg(not(loom))]
+    Unbounded(crossbeam_queue::SegQueue<(u64, Record)>),
+    /// The loom seam, as in `ready.rs`: crossbeam's queues have no loom twin.
+    #[cfg(loom)]
+    Model(Mutex<VecDeque<(u64, Record)>>),
+}
+
+impl Backlog {
+    fn bounded() -> Self {
+        #[cfg(not(loom))]
+        return Backlog::Bounded {
+            ring: crossbeam_queue::ArrayQueue::new(BACKLOG_CAPACITY),
+            overflow: crossbeam_queue::SegQueue::new(),
+            overflowing: AtomicBool::new(false),
+        };
+        #[cfg(loom)]
+        return Backlog::Model(Mutex::new(VecDeque::new()));
+    }
+
+    fn unbounded() -> Self {
+        #[cfg(not(loom))]
+        return Backlog::Unbounded(crossbeam_queue::SegQueue::new());
+        #[cfg(loom)]
+        return Backlog::Model(Mutex::new(VecDeque::new()));
+    }
+
+    /// Appends `entry`. When the ring is full, `wait` waits for room and
+    /// returns `true`, or returns `false` when no writer runs to make room
+    /// (the entry then overflows, see the type's docs).
+    #[inline]
+    fn push(&self, entry: (u64, Record), wait: impl Fn() -> bool) {
+        match self {
+            #[cfg(not(loom))]
+            Backlog::Bounded { ring, overflow, overflowing } => {
+                let mut entry = entry;
+                loop {
+                    // Acquire/Release: see the type's docs (the claim alone
+                    // would order a message's pushes; these keep the flag's
+                    // meaning independent of that).
+                    if overflowing.load(Ordering::Acquire) {
+                        overflow.push(entry);
+                        return;
+                    }
+                    match ring.push(entry) {
+                        Ok(()) => return,
+                        Err(back) => {
+                            entry = back;
+                            if !wait() {
+                                overflowing.store(true, Ordering::Release);
+                            }
+                        }
+                    }
+                }
+            }
+            #[cfg(not(loom))]
+            Backlog::Unbounded(queue) => {
+                let _ = &wait;
+                queue.push(entry);
+            }
+            #[cfg(loom)]
+            Backlog::Model(queue) => {
+                let _ = &wait;
+                lock(queue).push_back(entry);
+            }
+        }
+    }
+
+    #[inline]
+    fn pop(&self) -> Option<(u64, Record)> {
+        match self {
+            #[cfg(not(loom))]
+            Backlog::Bounded { ring, overflow, overflowing } => {
+                ring.pop().or_else(|| if overflowing.load(Ordering::Acquire) { overflow.pop() } else { None })
+            }
+            #[cfg(not(loom))]
+            Backlog::Unbounded(queue) => queue.pop(),
+            #[cfg(loom)]
+            Backlog::Model(queue) => lock(queue).pop_front(),
+        }
+    }
+
+    /// Records in the bounded ring (0 for the other kinds, whose pushes
+    /// never wait).
+    fn ring_len(&self) -> usize {
+        match self {
+            #[cfg(not(loom))]
+            Backlog::Bounded { ring, .. } => ring.len(),
+            #[allow(unreachable_patterns)]
+            _ => 0,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            #[cfg(not(loom))]
+            Backlog::Bounded { ring, overflow, .. } => ring.is_empty() && overflow.is_empty(),
+            #[cfg(not(loom))]
+            Backlog::Unbounded(queue) => queue.is_empty(),
+            #[cfg(loom)]
+            Backlog::Model(queue) => lock(queue).is_empty(),
+        }
+    }
 }
 
 /// Removes from a waiting list (record number, waiter) the waiters of
@@ -847,6 +1040,103 @@ mod tests {
         assert!(lock(&journal.durable_tasks).is_empty());
         assert_eq!(wakes.0.load(std::sync::atomic::Ordering::Relaxed), 1, "woken once");
         assert!(matches!(journal.poll_durable(seq, &mut cx, &mut registered), std::task::Poll::Ready(Ok(()))));
+    }
+
+    #[test]
+    fn a_push_into_a_full_backlog_waits_for_room_and_loses_nothing() {
+        let journal = StdArc::new(Journal::new(SyncPolicy::Never, 0));
+        // A writer runs (this thread plays it).
+        journal.set_writer(std::thread::current());
+        let full = BACKLOG_CAPACITY as u64;
+        for id in 0..full {
+            journal.push(Record::Gone { queue: 0, id });
+        }
+        let late = {
+            let journal = journal.clone();
+            std::thread::spawn(move || journal.push(Record::Gone { queue: 0, id: full }))
+        };
+        // Nothing is popped meanwhile, so the push cannot have found room.
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!late.is_finished(), "a push into a full backlog returned without waiting");
+        let mut popped = vec![journal.pop().expect("the first record")];
+        journal.mark_written(1);
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!late.is_finished(), "the push went on before the ring was down to half");
+        // While it waits, the ring is drained and filled again by later
+        // records (numbered after the waiting one), and drained again: the
+        // records below the waiting one are all written, but the backlog
+        // `throttle` reads (from the waiting record on) stays above half of
+        // `MAX_BACKLOG`. The ring is empty, so the push must go on.
+        while popped.len() < BACKLOG_CAPACITY / 2 {
+            popped.push(journal.pop().expect("a queued record"));
+        }
+        for id in full + 1..full + 1 + BACKLOG_CAPACITY as u64 / 2 {
+            journal.push(Record::Gone { queue: 0, id });
+        }
+        while let Some(entry) = journal.pop() {
+            popped.push(entry);
+        }
+        journal.mark_written(full);
+        assert!(journal.lag() > MAX_BACKLOG / 2);
+        let started = std::time::Instant::now();
+        while !late.is_finished() {
+            assert!(started.elapsed() < Duration::from_secs(30), "the push still waits on an empty ring");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let late_seq = late.join().unwrap();
+        assert_eq!(late_seq, full);
+        while let Some(entry) = journal.pop() {
+            popped.push(entry);
+        }
+        // Every record once; each in its number's place but the late one,
+        // which was queued last.
+        let mut seqs: Vec<u64> = popped.iter().map(|(seq, _)| *seq).collect();
+        assert_eq!(seqs.pop(), Some(full));
+        assert_eq!(seqs, (0..full).chain(full + 1..full + 1 + BACKLOG_CAPACITY as u64 / 2).collect::<Vec<_>>());
+        assert!(popped.iter().all(|(seq, r)| matches!(r, Record::Gone { id, .. } if id == seq)));
+    }
+
+    #[test]
+    fn before_the_writer_runs_a_full_backlog_overflows_in_order() {
+        // An open's restore pushes before the writer starts: it must not
+        // wait, and the writer must then pop everything in push order.
+        let journal = Journal::new(SyncPolicy::Never, 0);
+        let pushed = BACKLOG_CAPACITY as u64 + 1000;
+        for id in 0..pushed {
+            journal.push(Record::Gone { queue: 0, id });
+        }
+        journal.set_writer(std::thread::current());
+        // Pushes after the writer started go behind the overflow too.
+        for id in pushed..pushed + 10 {
+            journal.push(Record::Gone { queue: 0, id });
+        }
+        let mut seqs = Vec::new();
+        while let Some((seq, record)) = journal.pop() {
+            assert!(matches!(record, Record::Gone { id, .. } if id == seq));
+            seqs.push(seq);
+        }
+        assert_eq!(seqs, (0..pushed + 10).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_replicated_backlog_has_no_bound() {
+        // Its popper waits on a quorum, so pushes must never wait on it. On a
+        // thread, so that a push that waits fails the test, not hangs it.
+        let journal = StdArc::new(Journal::new_replicated(0));
+        let pusher = {
+            let journal = journal.clone();
+            std::thread::spawn(move || {
+                for id in 0..=BACKLOG_CAPACITY as u64 {
+                    journal.push(Record::Gone { queue: 0, id });
+                }
+            })
+        };
+        let started = std::time::Instant::now();
+        while !pusher.is_finished() {
+            assert!(started.elapsed() < Duration::from_secs(30), "a replicated push waited for room");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(journal.stats().backlog, BACKLOG_CAPACITY as u64 + 1);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use crate::engine::{Engine, EngineBuilder};
 use crate::error::Error;
-use crate::journal::{Journal, SyncPolicy};
+use crate::journal::Journal;
 use crate::log::record::{Frame, encode_entry, frame_at};
 use crate::log::replica::Replica;
 use crate::log::replicator::Replicator;
@@ -215,8 +215,7 @@ impl ReplicatedBuilder {
         let started = Instant::now();
         let replica = self.state.replica;
         let id_start = replica.ids_below.div_ceil(ID_BLOCK).saturating_mul(ID_BLOCK);
-        let mut journal = Journal::new(SyncPolicy::Always, id_start);
-        journal.replicated = true;
+        let journal = Journal::new_replicated(id_start);
         let journal = Arc::new(journal);
         let engine = self.engine.build_with(Some(journal.clone()));
         engine.inner.shared.id_blocks.store(id_start, std::sync::atomic::Ordering::Relaxed);
