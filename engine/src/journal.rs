@@ -279,11 +279,7 @@ impl Journal {
         // the writer's second look at the queue sees this record, or this
         // load sees `writer_idle` and wakes it.
         fence(Ordering::SeqCst);
-        if self.writer_idle.load(Ordering::Relaxed) && self.writer_idle.swap(false, Ordering::Relaxed) {
-            if let Some(writer) = self.writer.get() {
-                writer.unpark();
-            }
-        }
+        self.wake_idle_writer();
         seq
     }
 
@@ -310,23 +306,38 @@ impl Journal {
 
     #[cold]
     fn throttle_slow(&self) {
-        if self.writer_idle.swap(false, Ordering::Relaxed) {
-            if let Some(writer) = self.writer.get() {
-                writer.unpark();
-            }
-        }
-        self.throttled.fetch_add(1, Ordering::Relaxed);
+        self.hold(&self.throttled, &self.backlog_drained, || self.lag() > MAX_BACKLOG / 2);
+    }
+
+    /// The held side of `throttle`'s protocol, shared with `wait_for_room`:
+    /// wakes the writer if it sleeps, counts this thread in `count`, and
+    /// sleeps on `released` (under `throttle_lock`) while `held()` and the
+    /// journal is not closing. The writer changes what `held` reads, issues
+    /// a SeqCst fence, reads `count` and notifies under the same lock.
+    fn hold(&self, count: &AtomicU64, released: &Condvar, held: impl Fn() -> bool) {
+        self.wake_idle_writer();
+        count.fetch_add(1, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         let mut guard = lock(&self.throttle_lock);
-        while self.lag() > MAX_BACKLOG / 2 && !self.closing.load(Ordering::Acquire) {
+        while held() && !self.closing.load(Ordering::Acquire) {
             // The timeout is a backstop only (the protocol above needs none).
-            guard = match self.backlog_drained.wait_timeout(guard, Duration::from_millis(50)) {
+            guard = match released.wait_timeout(guard, Duration::from_millis(50)) {
                 Ok((guard, _)) => guard,
                 Err(poisoned) => poisoned.into_inner().0,
             };
         }
         drop(guard);
-        self.throttled.fetch_sub(1, Ordering::Relaxed);
+        count.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Unparks the writer if it sleeps (`push` and `request_sync` issue the
+    /// SeqCst fence of their Dekker pair with `writer_may_sleep` first).
+    fn wake_idle_writer(&self) {
+        if self.writer_idle.load(Ordering::Relaxed) && self.writer_idle.swap(false, Ordering::Relaxed) {
+            if let Some(writer) = self.writer.get() {
+                writer.unpark();
+            }
+        }
     }
 
     /// A push found the ring full (`BACKLOG_CAPACITY` records queued: more
@@ -353,23 +364,7 @@ impl Journal {
             std::thread::yield_now();
             return true;
         }
-        if self.writer_idle.swap(false, Ordering::Relaxed) {
-            if let Some(writer) = self.writer.get() {
-                writer.unpark();
-            }
-        }
-        self.waiting_for_room.fetch_add(1, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        let mut guard = lock(&self.throttle_lock);
-        while self.entries.ring_len() > BACKLOG_CAPACITY / 2 && !self.closing.load(Ordering::Acquire) {
-            // The timeout is a backstop only, as in `throttle_slow`.
-            guard = match self.room_made.wait_timeout(guard, Duration::from_millis(50)) {
-                Ok((guard, _)) => guard,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
-        }
-        drop(guard);
-        self.waiting_for_room.fetch_sub(1, Ordering::Relaxed);
+        self.hold(&self.waiting_for_room, &self.room_made, || self.entries.ring_len() > BACKLOG_CAPACITY / 2);
         true
     }
 
@@ -643,11 +638,7 @@ impl Journal {
     pub(crate) fn request_sync(&self, seq: u64) {
         self.sync_wanted.fetch_max(seq, Ordering::AcqRel);
         fence(Ordering::SeqCst);
-        if self.writer_idle.load(Ordering::Relaxed) && self.writer_idle.swap(false, Ordering::Relaxed) {
-            if let Some(writer) = self.writer.get() {
-                writer.unpark();
-            }
-        }
+        self.wake_idle_writer();
     }
 
     /// Tells the writer to finish: it writes and syncs every record pushed

@@ -510,21 +510,15 @@ fn main() {
     let dir = base.join("data");
     println!("| policy | callers | sends/s | acks/s | send p50 µs | send p99 µs | records/sync | sends vs memory |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
-    // An untimed durable pass first: on a fresh virtual machine the first
-    // policy measured otherwise pays for the first touch of the memory its
-    // page cache and the writer's replica take (`Never` at one caller read
-    // 0.44x of memory first in the table and 0.90x second, same run).
-    let _ = run(Some(SyncPolicy::Never), &dir, 1, 20_000 * scale);
     for callers in [1usize, 8, 64] {
-        // And one untimed pass the size of this count's rows: at 8 and 64
-        // callers they are far bigger than the pass above, and the first
-        // rows after it paid for the first touch of new memory, the
-        // in-memory baseline most of all (with this pass it read 7.7-13.2
-        // million sends/s where it had read 5-7, and its p99 fell from 3.3
-        // to 0.2 µs: docs/durability.md).
-        if callers > 1 {
-            let _ = run(Some(SyncPolicy::Never), &dir, callers, 20_000 * scale / callers.min(8));
-        }
+        // An untimed durable pass the size of this count's rows first: on a
+        // fresh virtual machine the first rows measured otherwise pay for
+        // the first touch of the memory they take (`Never` at one caller
+        // read 0.44x of memory first in the table and 0.90x second; at 8
+        // and 64 callers, whose rows are eight times bigger, the in-memory
+        // baseline read 5-7 million sends/s cold and 7.7-13.2 warm, its p99
+        // 3.3 µs against 0.2: docs/durability.md).
+        let _ = run(Some(SyncPolicy::Never), &dir, callers, 20_000 * scale / callers.min(8));
         let memory = run(None, &dir, callers, 20_000 * scale / callers.min(8));
         let rows: [(&str, Option<SyncPolicy>, usize); 4] = [
             ("memory", None, 20_000 * scale / callers.min(8)),

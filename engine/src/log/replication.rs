@@ -215,8 +215,7 @@ impl ReplicatedBuilder {
         let started = Instant::now();
         let replica = self.state.replica;
         let id_start = replica.ids_below.div_ceil(ID_BLOCK).saturating_mul(ID_BLOCK);
-        let journal = Journal::new_replicated(id_start);
-        let journal = Arc::new(journal);
+        let journal = Arc::new(Journal::new_replicated(id_start));
         let engine = self.engine.build_with(Some(journal.clone()));
         engine.inner.shared.id_blocks.store(id_start, std::sync::atomic::Ordering::Relaxed);
         let mut report = RecoveryReport { records: self.state.applied, ..RecoveryReport::default() };
