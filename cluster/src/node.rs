@@ -212,32 +212,46 @@ impl Node {
     /// Waits (up to `wait`) until this node leads and has applied everything
     /// committed in its term, then starts a leader engine from its replica
     /// state, built from `builder` (its clock must continue the previous
-    /// leader's time line: the system clock does).
+    /// leader's time line: the system clock does). Once this node has led
+    /// a term during the wait and lost it, it returns `NotLeader` at once
+    /// rather than wait on: the caller learns who leads now (a node
+    /// restarted as the leader of its old term steps down as soon as its
+    /// peers answer with a newer one).
     ///
     /// # Errors
     ///
-    /// `NotLeader` if that did not happen within `wait`; `AlreadyServing` if
-    /// an engine was started on this node in this term; `Raft` if the node
-    /// stopped; `Engine` if the engine would not start.
+    /// `NotLeader` if that did not happen within `wait`, or the term it led
+    /// was lost; `AlreadyServing` if an engine was started on this node in
+    /// this term; `Raft` if the node stopped; `Engine` if the engine would
+    /// not start.
     pub async fn start_engine(&self, builder: EngineBuilder, wait: Duration) -> Result<Engine, ClusterError> {
         let deadline = Instant::now() + wait;
         loop {
             if let Some(term) = self.leading_term() {
-                match tokio::time::timeout_at(deadline, self.raft.ensure_linearizable()).await {
+                let confirmed = tokio::select! {
+                    confirmed = tokio::time::timeout_at(deadline, self.raft.ensure_linearizable()) => confirmed,
+                    () = self.lost_term(term) => return Err(ClusterError::NotLeader),
+                };
+                match confirmed {
                     Err(_) => return Err(ClusterError::NotLeader),
                     Ok(Err(e)) if e.fatal().is_some() => return Err(ClusterError::Raft(e.to_string())),
-                    Ok(Err(_)) => {} // lost the leadership meanwhile: wait for the next
+                    Ok(Err(_)) => return Err(ClusterError::NotLeader),
                     Ok(Ok(_)) => {
                         // A node that restarted as the leader of the term it
                         // led before appends no blank entry: entries its
                         // previous engine left uncommitted may still commit
-                        // in this term, so wait for all of them.
-                        if self.applied_everything(deadline).await.is_ok() {
-                            let state = self.state_machine.replica_state();
-                            if self.leading_term() == Some(term) {
-                                return self.serve(builder, state, term).await;
-                            }
+                        // in this term, so wait for all of them (or until
+                        // the term is lost: then they may never be).
+                        let applied = tokio::select! {
+                            applied = self.applied_everything(deadline) => applied,
+                            () = self.lost_term(term) => Err(ClusterError::NotLeader),
+                        };
+                        applied?;
+                        let state = self.state_machine.replica_state();
+                        if self.leading_term() != Some(term) {
+                            return Err(ClusterError::NotLeader);
                         }
+                        return self.serve(builder, state, term).await;
                     }
                 }
             }
@@ -245,6 +259,24 @@ impl Node {
                 return Err(ClusterError::NotLeader);
             }
             tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Completes once this node no longer leads `term` (at once if it does
+    /// not now).
+    async fn lost_term(&self, term: u64) {
+        let mut metrics = self.raft.metrics();
+        loop {
+            {
+                let now = metrics.borrow_and_update();
+                let leads = now.state == ServerState::Leader && now.current_leader == Some(self.id);
+                if !leads || now.current_term != term {
+                    return;
+                }
+            }
+            if metrics.changed().await.is_err() {
+                return; // Raft stopped: no term is led any more.
+            }
         }
     }
 
@@ -269,14 +301,21 @@ impl Node {
             return Err(ClusterError::NotLeader);
         }
         gate.retire().await;
-        match tokio::time::timeout_at(deadline, self.raft.ensure_linearizable()).await {
-            Err(_) | Ok(Err(_)) => return Err(ClusterError::NotLeader),
-            Ok(Ok(_)) => {}
+        tokio::select! {
+            confirmed = tokio::time::timeout_at(deadline, self.raft.ensure_linearizable()) => {
+                if !matches!(confirmed, Ok(Ok(_))) {
+                    return Err(ClusterError::NotLeader);
+                }
+            }
+            () = self.lost_term(term) => return Err(ClusterError::NotLeader),
         }
         // Everything the old sink proposed is in the log now (retire waited
         // for any proposal in flight, and ensure_linearizable was queued
         // behind it): wait until it is all applied.
-        self.applied_everything(deadline).await?;
+        tokio::select! {
+            applied = self.applied_everything(deadline) => applied?,
+            () = self.lost_term(term) => return Err(ClusterError::NotLeader),
+        }
         let state = self.state_machine.replica_state();
         if self.leading_term() != Some(term) {
             return Err(ClusterError::NotLeader);

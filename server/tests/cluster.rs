@@ -438,3 +438,42 @@ async fn a_voter_that_lost_its_data_dir_is_refused_until_removed_and_added_again
     bodies.sort();
     assert_eq!(bodies, ["sent after", "sent before"], "{}", cluster.logs());
 }
+
+/// A leader killed with `kill -9` and restarted from its data dir comes
+/// back as the leader of its old term until its peers answer with the newer
+/// one; it then follows at once and forwards, instead of refusing every call
+/// until its wait to start that old term's engine runs out (10 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_restarted_after_kill_9_follows_and_forwards_without_waiting_out_its_old_term() {
+    let mut cluster = ProcessCluster::start("restarted-leader", 3);
+    let leader = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
+    let url = call(cluster.addr(leader), "CreateQueue", json!({"QueueName": "kept"})).await["QueueUrl"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    call(cluster.addr(leader), "SendMessage", json!({"QueueUrl": url, "MessageBody": "before"})).await;
+    cluster.kill(leader);
+    let successor = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
+    assert_ne!(successor, leader);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    cluster.spawn(leader);
+    let restarted = std::time::Instant::now();
+    let addr = cluster.addr(leader);
+    // Well under the 10 s the old wait took, with room for a loaded machine.
+    let bound = Duration::from_secs(7);
+    loop {
+        match sqs(addr, "ListQueues", &json!({}), CALL).await {
+            Outcome::Ok(json) => {
+                assert!(json.to_string().contains("/kept"), "the forwarded answer lacks the queue: {json}");
+                break;
+            }
+            other => assert!(
+                restarted.elapsed() < bound,
+                "the restarted node still refused after {bound:?}: {other:?}\nits status: {:?}\n{}",
+                cluster.status(leader).await,
+                cluster.logs()
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
