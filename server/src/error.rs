@@ -272,18 +272,18 @@ impl From<Error> for SqsError {
                 SqsError::new(ErrorCode::QueueNameExists, format!("A queue named {name} already exists."))
             }
             Error::InvalidQueueName { name, reason } => {
-                SqsError::invalid(format!("Value {name} for parameter QueueName is invalid. Reason: {reason}."))
+                SqsError::invalid(format!("Value '{name}' for parameter QueueName is invalid. Reason: {reason}."))
             }
             Error::DeadLetterQueueNotFound { name } => SqsError::new(
                 ErrorCode::InvalidAttributeValue,
                 format!(
-                    "Value for parameter RedrivePolicy is invalid. Reason: dead-letter target {name} does not exist."
+                    "The value of parameter RedrivePolicy is invalid. Reason: dead-letter target '{name}' does not exist."
                 ),
             ),
             Error::DeadLetterCycle { path } => SqsError::new(
                 ErrorCode::InvalidAttributeValue,
                 format!(
-                    "Value for parameter RedrivePolicy is invalid. Reason: it makes a cycle: {}.",
+                    "The value of parameter RedrivePolicy is invalid. Reason: it makes a cycle: {}.",
                     path.join(" -> ")
                 ),
             ),
@@ -306,7 +306,7 @@ impl From<Error> for SqsError {
                 SqsError::invalid(format!("Batch of {requested} is outside 1..={max}."))
             }
             Error::InvalidConfig { field, reason } => {
-                SqsError::new(ErrorCode::InvalidAttributeValue, format!("Invalid queue setting {field}: {reason}."))
+                SqsError::new(ErrorCode::InvalidAttributeValue, format!("Invalid value for '{field}': {reason}."))
             }
             Error::Lease(lease) => SqsError::from(lease),
             Error::Storage { reason, .. } => {

@@ -68,7 +68,8 @@ struct Args {
     data_dir: Option<PathBuf>,
     /// When the durable engine's writes reach the disk: `always` (default;
     /// nothing acknowledged is lost), `interval-ms=N` or `never`. Needs
-    /// --data-dir.
+    /// --data-dir; a --cluster node takes `always` only (its Raft log is
+    /// synced on every append).
     #[arg(long, value_parser = parse_sync)]
     sync: Option<SyncPolicy>,
     /// Connections open at once; beyond it clients wait in the listen
@@ -88,8 +89,8 @@ struct Args {
     /// This node's id in the group (cluster mode).
     #[arg(long, requires = "cluster")]
     node_id: Option<u64>,
-    /// An initial member, as ID=HOST:PORT (its SQS port); repeat for each,
-    /// this node included (cluster mode).
+    /// An initial member, as ID=IP:PORT (its SQS port; an IP address, not a
+    /// host name); repeat for each, this node included (cluster mode).
     #[arg(long = "peer", value_parser = parse_peer, requires = "cluster")]
     peers: Vec<(u64, String)>,
     /// Make the --peer list the group's first membership if this node's log
@@ -144,7 +145,7 @@ enum ClusterAction {
         /// The new member's id.
         #[arg(long)]
         id: u64,
-        /// The new member's HOST:PORT.
+        /// The new member's IP:PORT (an IP address, not a host name).
         #[arg(long)]
         addr: SocketAddr,
         /// The group's secret file, if its nodes have one.
@@ -167,9 +168,11 @@ enum ClusterAction {
 }
 
 fn parse_peer(text: &str) -> Result<(u64, String), String> {
-    let (id, addr) = text.split_once('=').ok_or_else(|| format!("'{text}' is not ID=HOST:PORT"))?;
+    let (id, addr) = text.split_once('=').ok_or_else(|| format!("'{text}' is not ID=IP:PORT"))?;
     let id = id.parse::<u64>().map_err(|_| format!("'{id}' is not a node id (an integer)"))?;
-    let addr = addr.parse::<SocketAddr>().map_err(|_| format!("'{addr}' is not a HOST:PORT address"))?;
+    let addr = addr
+        .parse::<SocketAddr>()
+        .map_err(|_| format!("'{addr}' is not an IP:PORT address (host names are not resolved)"))?;
     Ok((id, addr.to_string()))
 }
 

@@ -107,6 +107,12 @@ pub(crate) fn start(call: &Call<'_>, input: StartInput) -> Result<Value, SqsErro
             )));
         }
     };
+    if destination == source {
+        return Err(SqsError::invalid(format!(
+            "Value {source_arn} for parameter DestinationArn is invalid. Reason: it names the source queue; a \
+             move needs another queue."
+        )));
+    }
     let tasks = &call.registry.tasks;
     let handle = {
         let mut started = tasks.started.lock().unwrap_or_else(|p| p.into_inner());

@@ -486,5 +486,12 @@ async fn a_message_move_task_returns_dead_letters_to_their_queue() {
         .await
         .unwrap_err();
     assert!(missing.as_service_error().unwrap().is_resource_not_found_exception(), "{missing:?}");
+    // A move back into the dead-letter queue itself is refused up front, and
+    // no failed task is left to list.
+    let onto_itself =
+        client.start_message_move_task().source_arn(dlq_arn).destination_arn(dlq_arn).send().await.unwrap_err();
+    assert_eq!(code_of(&onto_itself), "InvalidParameterValue");
+    let listed = client.list_message_move_tasks().source_arn(dlq_arn).send().await.unwrap();
+    assert_eq!(listed.results().len(), 1, "{listed:?}");
     server.stop().await;
 }
