@@ -477,3 +477,32 @@ async fn a_leader_restarted_after_kill_9_follows_and_forwards_without_waiting_ou
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// The follower's count of Raft RPCs it answered, from its /metrics.
+async fn raft_requests(addr: SocketAddr) -> u64 {
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let reply = common::cluster::exchange(addr, request.as_bytes(), CALL).await.expect("a /metrics answer");
+    let text = reply.body;
+    text.lines()
+        .find_map(|line| line.strip_prefix("leaseq_cluster_raft_requests_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no leaseq_cluster_raft_requests_total in:\n{text}"))
+}
+
+/// With no requests, the leader's Raft traffic to a follower is its
+/// heartbeats and its leadership confirmations (about ten a second each),
+/// not a confirmation after every change of Raft's metrics: that loop sent
+/// about 1,900 requests a second to each follower of an idle group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_group_sends_its_followers_a_bounded_number_of_raft_requests() {
+    let cluster = ProcessCluster::start("idle", 3);
+    let leader = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
+    let follower = [1, 2, 3].into_iter().find(|&id| id != leader).unwrap();
+    let addr = cluster.addr(follower);
+    let before = raft_requests(addr).await;
+    let started = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let per_second = (raft_requests(addr).await - before) as f64 / started.elapsed().as_secs_f64();
+    assert!(per_second > 1.0, "the follower heard nothing from its leader ({per_second:.1} a second)");
+    assert!(per_second < 200.0, "an idle leader sent its follower {per_second:.0} Raft requests a second");
+}

@@ -74,14 +74,47 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             }
             shared.set_role(role);
         }
-        tokio::select! {
-            _ = metrics.changed() => {}
-            () = tokio::time::sleep(CONFIRM_EVERY) => {}
-            _ = stop.changed() => {}
+        // Until the next pass: CONFIRM_EVERY, or sooner if who leads (or the
+        // membership) changed. Raft's metrics change with every heartbeat
+        // answered and every entry applied, and waking on each of them ran a
+        // quorum confirmation (a heartbeat round) back to back, thousands a
+        // second even with no requests at all.
+        let seen = Leadership::of(&now);
+        let next_pass = tokio::time::Instant::now() + CONFIRM_EVERY;
+        loop {
+            tokio::select! {
+                changed = metrics.changed() => {
+                    if changed.is_err() || Leadership::of(&metrics.borrow_and_update()) != seen {
+                        break;
+                    }
+                }
+                () = tokio::time::sleep_until(next_pass) => break,
+                _ = stop.changed() => break,
+            }
         }
         if *stop.borrow() {
             shared.set_role(Role::Waiting("this node is shutting down".into()));
             return;
+        }
+    }
+}
+
+/// The part of Raft's metrics that decides this node's role.
+#[derive(Debug, PartialEq, Eq)]
+struct Leadership {
+    state: ServerState,
+    term: u64,
+    leader: Option<NodeId>,
+    membership: Option<openraft::LogId<NodeId>>,
+}
+
+impl Leadership {
+    fn of(metrics: &openraft::RaftMetrics<NodeId, openraft::BasicNode>) -> Self {
+        Leadership {
+            state: metrics.state,
+            term: metrics.current_term,
+            leader: metrics.current_leader,
+            membership: *metrics.membership_config.log_id(),
         }
     }
 }

@@ -27,6 +27,7 @@ mod role;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -113,6 +114,8 @@ pub struct ClusterFront {
     /// runtime: an SQS write holds its HTTP worker until Raft commits it,
     /// so Raft must never wait for an HTTP worker.
     raft_runtime: Mutex<Option<tokio::runtime::Runtime>>,
+    /// Raft RPCs this node has answered (appends, votes, snapshots).
+    raft_requests: AtomicU64,
 }
 
 /// Threads of the Raft runtime: the core, the replication streams and the
@@ -191,6 +194,7 @@ impl ClusterFront {
             stop,
             controller: Mutex::new(Some(controller)),
             raft_runtime: Mutex::new(Some(raft_runtime)),
+            raft_requests: AtomicU64::new(0),
         }))
     }
 
@@ -301,6 +305,8 @@ impl ClusterFront {
                  a voter",
             );
         }
+        // Relaxed: a counter for /metrics, ordered with nothing else.
+        self.raft_requests.fetch_add(1, Ordering::Relaxed);
         match answer_raft_rpc(self.shared.node.raft(), path, body).await {
             Ok(answer) => {
                 let mut response = hyper::Response::new(Full::new(Bytes::from(answer)));
@@ -333,6 +339,11 @@ impl ClusterFront {
         );
         gauge("leaseq_cluster_last_applied", "The last Raft log index applied here.", status.last_applied.unwrap_or(0));
         gauge("leaseq_cluster_voters", "Voting members of the group.", status.voters.len() as u64);
+        let name = "leaseq_cluster_raft_requests_total";
+        out.push_str(&format!(
+            "# HELP {name} Raft RPCs this node answered (appends, votes, snapshots).\n# TYPE {name} counter\n{name} {}\n",
+            self.raft_requests.load(Ordering::Relaxed)
+        ));
         out
     }
 }
