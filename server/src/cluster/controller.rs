@@ -84,7 +84,12 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         loop {
             tokio::select! {
                 changed = metrics.changed() => {
-                    if changed.is_err() || Leadership::of(&metrics.borrow_and_update()) != seen {
+                    if changed.is_err() {
+                        // Raft stopped: nothing will change; keep the pace.
+                        tokio::time::sleep_until(next_pass).await;
+                        break;
+                    }
+                    if Leadership::of(&metrics.borrow_and_update()) != seen {
                         break;
                     }
                 }
