@@ -20,7 +20,7 @@ use openraft::ServerState;
 use openraft::network::RaftNetworkFactory;
 use openraft::storage::RaftLogStorage;
 use tokio::runtime::Handle;
-use tokio::time::Instant;
+use tokio::time::{Instant, timeout_at};
 
 use crate::durable::{DurableLogStore, LogRecovery};
 use crate::error::ClusterError;
@@ -203,8 +203,11 @@ impl Node {
 
     /// The term this node leads now, if it does.
     fn leading_term(&self) -> Option<u64> {
-        let metrics = self.raft.metrics();
-        let metrics = metrics.borrow();
+        self.led_in(&self.raft.metrics().borrow())
+    }
+
+    /// The term `metrics` show this node leading, if they do.
+    fn led_in(&self, metrics: &openraft::RaftMetrics<NodeId, openraft::BasicNode>) -> Option<u64> {
         let leads = metrics.state == ServerState::Leader && metrics.current_leader == Some(self.id);
         leads.then_some(metrics.current_term)
     }
@@ -228,10 +231,8 @@ impl Node {
         let deadline = Instant::now() + wait;
         loop {
             if let Some(term) = self.leading_term() {
-                let confirmed = tokio::select! {
-                    confirmed = tokio::time::timeout_at(deadline, self.raft.ensure_linearizable()) => confirmed,
-                    () = self.lost_term(term) => return Err(ClusterError::NotLeader),
-                };
+                let confirmed = self.while_leading(term, timeout_at(deadline, self.raft.ensure_linearizable())).await;
+                let Some(confirmed) = confirmed else { return Err(ClusterError::NotLeader) };
                 match confirmed {
                     Err(_) => return Err(ClusterError::NotLeader),
                     Ok(Err(e)) if e.fatal().is_some() => return Err(ClusterError::Raft(e.to_string())),
@@ -242,11 +243,9 @@ impl Node {
                         // previous engine left uncommitted may still commit
                         // in this term, so wait for all of them (or until
                         // the term is lost: then they may never be).
-                        let applied = tokio::select! {
-                            applied = self.applied_everything(deadline) => applied,
-                            () = self.lost_term(term) => Err(ClusterError::NotLeader),
-                        };
-                        applied?;
+                        self.while_leading(term, self.applied_everything(deadline))
+                            .await
+                            .unwrap_or(Err(ClusterError::NotLeader))?;
                         let state = self.state_machine.replica_state();
                         if self.leading_term() != Some(term) {
                             return Err(ClusterError::NotLeader);
@@ -262,21 +261,21 @@ impl Node {
         }
     }
 
-    /// Completes once this node no longer leads `term` (at once if it does
-    /// not now).
-    async fn lost_term(&self, term: u64) {
-        let mut metrics = self.raft.metrics();
-        loop {
-            {
-                let now = metrics.borrow_and_update();
-                let leads = now.state == ServerState::Leader && now.current_leader == Some(self.id);
-                if !leads || now.current_term != term {
-                    return;
+    /// Runs `wait` while this node leads `term`: its output, or `None` as
+    /// soon as the node no longer leads that term (at once if it does not
+    /// now, or if Raft stopped).
+    async fn while_leading<T>(&self, term: u64, wait: impl Future<Output = T>) -> Option<T> {
+        let lost = async {
+            let mut metrics = self.raft.metrics();
+            while self.led_in(&metrics.borrow_and_update()) == Some(term) {
+                if metrics.changed().await.is_err() {
+                    break;
                 }
             }
-            if metrics.changed().await.is_err() {
-                return; // Raft stopped: no term is led any more.
-            }
+        };
+        tokio::select! {
+            output = wait => Some(output),
+            () = lost => None,
         }
     }
 
@@ -301,21 +300,14 @@ impl Node {
             return Err(ClusterError::NotLeader);
         }
         gate.retire().await;
-        tokio::select! {
-            confirmed = tokio::time::timeout_at(deadline, self.raft.ensure_linearizable()) => {
-                if !matches!(confirmed, Ok(Ok(_))) {
-                    return Err(ClusterError::NotLeader);
-                }
-            }
-            () = self.lost_term(term) => return Err(ClusterError::NotLeader),
+        let confirmed = self.while_leading(term, timeout_at(deadline, self.raft.ensure_linearizable())).await;
+        if !matches!(confirmed, Some(Ok(Ok(_)))) {
+            return Err(ClusterError::NotLeader);
         }
         // Everything the old sink proposed is in the log now (retire waited
         // for any proposal in flight, and ensure_linearizable was queued
         // behind it): wait until it is all applied.
-        tokio::select! {
-            applied = self.applied_everything(deadline) => applied?,
-            () = self.lost_term(term) => return Err(ClusterError::NotLeader),
-        }
+        self.while_leading(term, self.applied_everything(deadline)).await.unwrap_or(Err(ClusterError::NotLeader))?;
         let state = self.state_machine.replica_state();
         if self.leading_term() != Some(term) {
             return Err(ClusterError::NotLeader);

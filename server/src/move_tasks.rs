@@ -109,8 +109,8 @@ pub(crate) fn start(call: &Call<'_>, input: StartInput) -> Result<Value, SqsErro
     };
     if destination == source {
         return Err(SqsError::invalid(format!(
-            "Value {source_arn} for parameter DestinationArn is invalid. Reason: it names the source queue; a \
-             move needs another queue."
+            "The value of parameter DestinationArn is invalid. Reason: it names the source queue {source}; a move \
+             needs another queue."
         )));
     }
     let tasks = &call.registry.tasks;
