@@ -44,6 +44,12 @@ use crate::types::{NodeId, TypeConfig};
 /// server seldom closes a connection just as it is reused.
 const POOL_IDLE: Duration = Duration::from_secs(20);
 
+/// How many idle connections to one peer the pool keeps. openraft has one
+/// replication stream per follower plus the odd vote or leadership check,
+/// so a handful covers steady work; a burst's extra connections are closed
+/// when it ends instead of lingering for `POOL_IDLE`.
+const POOL_IDLE_PER_PEER: usize = 8;
+
 /// The HTTP client every connection of one node shares.
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
@@ -79,6 +85,7 @@ impl HttpNetwork {
         let client = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(POOL_IDLE)
+            .pool_max_idle_per_host(POOL_IDLE_PER_PEER)
             .build(connector);
         HttpNetwork { client, secret: None }
     }

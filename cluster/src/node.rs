@@ -206,8 +206,10 @@ impl Node {
         self.led_in(&self.raft.metrics().borrow())
     }
 
-    /// The term `metrics` show this node leading, if they do.
-    fn led_in(&self, metrics: &openraft::RaftMetrics<NodeId, openraft::BasicNode>) -> Option<u64> {
+    /// The term `metrics` show this node leading, if they do (in the state
+    /// of leader, and naming itself the leader).
+    #[must_use]
+    pub fn led_in(&self, metrics: &openraft::RaftMetrics<NodeId, openraft::BasicNode>) -> Option<u64> {
         let leads = metrics.state == ServerState::Leader && metrics.current_leader == Some(self.id);
         leads.then_some(metrics.current_term)
     }

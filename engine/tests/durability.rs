@@ -349,6 +349,9 @@ fn a_torn_last_record_is_cut_off_at_every_offset_and_reported() {
         assert!(got.values().all(|(p, _)| p[0] < 4));
         let nonzero = pristine[last as usize..cut as usize].iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
         assert_eq!(report.torn_bytes, nonzero as u64, "cut at {cut}");
+        let line = report.to_string();
+        assert_eq!(line.contains(&format!("cut a torn last write of {nonzero} bytes")), nonzero > 0, "{line}");
+        assert!(!report.lost_records() && !line.contains("SKIPPED"), "{line}");
         drop(engine);
     }
     for bit in (last * 8..end * 8).step_by(3) {
@@ -394,6 +397,12 @@ fn damage_before_the_end_is_an_error_naming_file_and_offset() {
     assert_eq!(report.damaged[0].bytes, starts[3] - starts[2]);
     let payloads: Vec<u8> = drain(&engine, "q").values().map(|(p, _)| p[0]).collect();
     assert_eq!(payloads, vec![0, 1, 3, 4, 5], "only the damaged record is lost");
+    assert!(report.lost_records());
+    let line = report.to_string();
+    let skipped =
+        format!("SKIPPED {} damaged bytes at byte {} of {}", starts[3] - starts[2], starts[2], segment.display());
+    assert!(line.starts_with("1 queues and 5 messages from "), "{line}");
+    assert!(line.contains(&skipped), "{line}");
 }
 
 /// Fills a data dir's first segment past half, so that the writer reserves

@@ -41,12 +41,18 @@ pub(crate) fn name_from_url(url: &str) -> Result<&str, SqsError> {
 pub(crate) fn name_from_arn(arn: &str) -> Result<&str, SqsError> {
     let parts: Vec<&str> = arn.split(':').collect();
     match parts.as_slice() {
-        ["arn", _, "sqs", _, account, name] if !name.is_empty() => {
-            if *account != ACCOUNT {
-                return Err(SqsError::new(
+        ["arn", "aws", "sqs", region, account, name] if !name.is_empty() => {
+            let elsewhere = |what: &str| {
+                SqsError::new(
                     ErrorCode::InvalidAttributeValue,
-                    format!("Value {arn} for deadLetterTargetArn is invalid. Reason: it names another account."),
-                ));
+                    format!("Value {arn} for deadLetterTargetArn is invalid. Reason: it names another {what}."),
+                )
+            };
+            if *account != ACCOUNT {
+                return Err(elsewhere("account"));
+            }
+            if *region != REGION {
+                return Err(elsewhere("region (this server is us-east-1)"));
             }
             Ok(name)
         }
@@ -76,5 +82,8 @@ mod tests {
         assert_eq!(name_from_url("http://h/123456789012/jobs").unwrap_err().code, ErrorCode::QueueDoesNotExist);
         assert!(name_from_arn("arn:aws:sqs:us-east-1:000000000000").is_err());
         assert!(name_from_arn("arn:aws:sqs:us-east-1:123456789012:q").is_err());
+        let other_region = name_from_arn("arn:aws:sqs:eu-west-1:000000000000:q").unwrap_err();
+        assert!(other_region.message.contains("another region"), "{}", other_region.message);
+        assert!(name_from_arn("arn:aws-cn:sqs:us-east-1:000000000000:q").is_err());
     }
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use clap::{Parser, Subcommand};
 use hyper::Method;
-use leaseq::{Engine, SyncPolicy};
+use leaseq::{Engine, Repair, SyncPolicy};
 use leaseq_cluster::ClusterSecret;
 use leaseq_server::{
     ClusterConfig, ClusterFront, ConnectionLimits, Credentials, RaftTiming, Registry, ServeOptions, admin_request,
@@ -72,6 +72,14 @@ struct Args {
     /// synced on every append).
     #[arg(long, value_parser = parse_sync)]
     sync: Option<SyncPolicy>,
+    /// What opening --data-dir does with damage before the end of its log:
+    /// `refuse` (default: the server does not start, and says which file and
+    /// byte) or `skip-damaged` (start with the rest of the log; the records
+    /// in the damaged bytes are lost, and the start-up report lists them).
+    /// A torn last write is always cut off and reported. Not for --cluster.
+    #[arg(long, default_value = "refuse", value_parser = ["refuse", "skip-damaged"],
+          requires = "data_dir", conflicts_with = "cluster")]
+    repair: String,
     /// Connections open at once; beyond it clients wait in the listen
     /// backlog until one closes (keep it under the file descriptor limit).
     #[arg(long, default_value_t = 4096,
@@ -214,11 +222,27 @@ fn run(args: Args) -> Result<(), String> {
         (None, None) => Engine::new(),
         (Some(dir), sync) => {
             std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-            Engine::builder()
-                .data_dir(dir)
-                .sync(sync.unwrap_or_default())
-                .open()
-                .map_err(|e| format!("cannot open the data dir {}: {e}", dir.display()))?
+            let repair = if args.repair == "skip-damaged" { Repair::SkipDamaged } else { Repair::Refuse };
+            let engine =
+                Engine::builder().data_dir(dir).sync(sync.unwrap_or_default()).repair(repair).open().map_err(|e| {
+                    let hint = if matches!(e, leaseq::Error::CorruptLog { .. }) {
+                        " (to start with the rest of the log, losing the damaged records, run with --repair \
+                         skip-damaged)"
+                    } else {
+                        ""
+                    };
+                    format!("cannot open the data dir {}: {e}{hint}", dir.display())
+                })?;
+            if let Some(report) = engine.recovery() {
+                eprintln!("leaseq-server: recovered {}: {report}", dir.display());
+                if report.lost_records() {
+                    eprintln!(
+                        "leaseq-server: WARNING: --repair skip-damaged lost the records named above; messages \
+                         acked in them may come back and changes logged in them are undone"
+                    );
+                }
+            }
+            engine
         }
     };
     let registry = Registry::open(engine, args.data_dir.clone()).map_err(|e| e.to_string())?;

@@ -246,7 +246,13 @@ fn attributes_of(input: &HashMap<String, AttributeInput>) -> Result<BTreeMap<Str
                 "The message attribute '{name}': list values are reserved by SQS and not supported."
             )));
         }
-        let base = data_type.split('.').next().unwrap_or_default();
+        let (base, suffix) = data_type.split_once('.').map_or((data_type.as_str(), None), |(b, s)| (b, Some(s)));
+        if suffix == Some("") {
+            return Err(SqsError::invalid(format!(
+                "The type of message attribute '{name}' is invalid: {data_type:?} ends in a '.' without a \
+                 custom type name after it."
+            )));
+        }
         let value = match (base, &attribute.string_value, &attribute.binary_value) {
             ("String" | "Number", Some(s), None) => {
                 if s.is_empty() || s.chars().any(|c| !allowed_char(c)) {
@@ -540,6 +546,26 @@ mod tests {
         assert!(check_attribute_name("trace.id").is_ok());
         for bad in ["", ".a", "a.", "a..b", "AWS.x", "amazon.y", "a b"] {
             assert!(check_attribute_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn data_types_take_an_optional_custom_suffix_but_not_an_empty_one() {
+        let typed = |data_type: &str| {
+            let attribute = AttributeInput {
+                data_type: Some(data_type.to_string()),
+                string_value: Some("7".to_string()),
+                binary_value: None,
+                string_list_values: Vec::new(),
+                binary_list_values: Vec::new(),
+            };
+            attributes_of(&HashMap::from([("a".to_string(), attribute)]))
+        };
+        for good in ["String", "Number", "String.json", "Number.int.v2"] {
+            assert_eq!(typed(good).unwrap()["a"].data_type, good);
+        }
+        for bad in ["String.", "Number.", "Stringy", "", "string"] {
+            assert_eq!(typed(bad).unwrap_err().code, ErrorCode::InvalidParameterValue, "{bad}");
         }
     }
 }

@@ -127,6 +127,47 @@ async fn members_are_added_and_removed_by_command_and_the_group_keeps_its_messag
     assert!(refused.contains("answered 409"), "{refused}");
 }
 
+/// A new node checks its peers before it takes part in Raft (the rejoin
+/// interlock). `add-learner` must wait for it to catch up (openraft's own
+/// blocking form gave up after 500 ms and reported success), and a learner
+/// that has received nothing yet is not made a voter: it then found itself
+/// a voter while still checking and refused itself (seen as a flaky
+/// membership test: the new node exited).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_node_still_checking_its_peers_is_waited_for_and_not_promoted_early() {
+    let mut cluster = ProcessCluster::start("slow-learner", 3);
+    let leader = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
+    let entry = cluster.addr(leader);
+    let url = call(entry, "CreateQueue", json!({"QueueName": "kept"})).await["QueueUrl"].as_str().unwrap().to_string();
+    call(entry, "SendMessage", json!({"QueueUrl": url, "MessageBody": "m"})).await;
+    let new_addr = cluster.spawn_new_slow_to_check(4);
+    let via = entry.to_string();
+    let adding = {
+        let (via, new_addr) = (via.clone(), new_addr.to_string());
+        std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            let answer = run_command(&["cluster", "add-learner", "--node", &via, "--id", "4", "--addr", &new_addr]);
+            (answer, started.elapsed())
+        })
+    };
+    // While node 4 still checks (its unreachable peer holds it for the
+    // window), promoting it is refused and changes nothing.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let early = run_command(&["cluster", "change-membership", "--node", &via, "--voters", "1,2,3,4"]).unwrap_err();
+    assert!(early.contains("409") && early.contains("has not received any of the log"), "{early}");
+    let status: Value = serde_json::from_str(&run_command(&["cluster", "status", "--node", &via]).unwrap()).unwrap();
+    assert_eq!(status["voters"], json!([1, 2, 3]), "{status}");
+    let (added, took) = adding.join().unwrap();
+    added.unwrap_or_else(|e| panic!("add-learner: {e}\n{}", cluster.logs()));
+    assert!(took > Duration::from_secs(2), "add-learner returned before node 4 could have caught up: {took:?}");
+    run_command(&["cluster", "change-membership", "--node", &via, "--voters", "1,2,3,4"])
+        .unwrap_or_else(|e| panic!("change-membership: {e}\n{}", cluster.logs()));
+    // Node 4 runs on as a voter and serves (forwarding to the leader).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(cluster.wait_exit(4, Duration::from_millis(100)).is_none(), "node 4 exited\n{}", cluster.logs());
+    assert_eq!(visible(cluster.addr(4), &url).await, 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_from_its_quorum_serves_nothing_and_a_paused_one_comes_back_a_follower() {
     let mut cluster = ProcessCluster::start("quorum", 3);

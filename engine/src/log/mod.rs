@@ -110,6 +110,51 @@ pub struct RecoveryReport {
     pub elapsed: Duration,
 }
 
+impl std::fmt::Display for RecoveryReport {
+    /// One line for an operator: what was restored, then anything recovery
+    /// cut, moved, dropped or skipped (only what happened is named).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} queues and {} messages from {} records in {} segment files ({:.3} s)",
+            self.queues,
+            self.messages,
+            self.records,
+            self.segments,
+            self.elapsed.as_secs_f64()
+        )?;
+        if self.torn_bytes > 0 {
+            write!(f, "; cut a torn last write of {} bytes off the end", self.torn_bytes)?;
+        }
+        if self.dead_lettered > 0 {
+            write!(f, "; moved {} messages at their receive limit to dead-letter queues", self.dead_lettered)?;
+        }
+        if self.retention_dropped > 0 {
+            write!(f, "; dropped {} messages past their retention", self.retention_dropped)?;
+        }
+        if self.ignored_records > 0 {
+            write!(f, "; ignored {} records naming a queue or message no longer held", self.ignored_records)?;
+        }
+        for range in &self.damaged {
+            write!(f, "; SKIPPED {} damaged bytes at byte {} of {}", range.bytes, range.offset, range.file.display())?;
+        }
+        for missing in &self.missing_segments {
+            write!(f, "; READ PAST missing segment file {}", missing.display())?;
+        }
+        Ok(())
+    }
+}
+
+impl RecoveryReport {
+    /// Whether recovery lost logged records: damage skipped or segment files
+    /// missing (only under `Repair::SkipDamaged`). A torn tail is not a
+    /// loss of anything acknowledged under `SyncPolicy::Always`.
+    #[must_use]
+    pub fn lost_records(&self) -> bool {
+        !self.damaged.is_empty() || !self.missing_segments.is_empty()
+    }
+}
+
 /// Builds a durable engine: `Engine::builder().data_dir(path)`.
 #[derive(Debug)]
 #[must_use = "a DurableBuilder does nothing until `open` is called"]

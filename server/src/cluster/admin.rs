@@ -26,7 +26,7 @@ use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
 
 use super::ClusterFront;
-use super::admission::Admission;
+use super::admission::{Admission, PROBE_WINDOW};
 
 /// The path prefix of these endpoints.
 pub(crate) const ADMIN_PREFIX: &str = "/cluster/";
@@ -175,10 +175,29 @@ impl ClusterFront {
             if request.addr.parse::<std::net::SocketAddr>().is_err() {
                 return failure(StatusCode::BAD_REQUEST, format!("'{}' is not a host:port address", request.addr));
             }
-            match raft.add_learner(request.id, BasicNode::new(request.addr), true).await {
-                Ok(written) => json_answer(StatusCode::OK, &serde_json::json!({ "log_index": written.log_id.index })),
-                Err(e) => failure(StatusCode::CONFLICT, e),
+            // Not openraft's blocking form: it stops waiting after 500 ms
+            // and reports success whether or not the learner caught up, so
+            // a fresh node still checking its peers (`admission.rs`) could
+            // be promoted before it took any part, then find itself a voter
+            // and refuse itself.
+            let written = match raft.add_learner(request.id, BasicNode::new(request.addr), false).await {
+                Ok(written) => written,
+                Err(e) => return failure(StatusCode::CONFLICT, e),
+            };
+            let index = written.log_id.index;
+            if !self.caught_up(request.id, index, LEARNER_CATCH_UP).await {
+                return failure(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    format!(
+                        "node {} is a learner now (log index {index}) but has not caught up within {}s: it may \
+                         still be checking its peers, or be unreachable; see `cluster status` and its log, and \
+                         make it a voter only once it has caught up",
+                        request.id,
+                        LEARNER_CATCH_UP.as_secs()
+                    ),
+                );
             }
+            json_answer(StatusCode::OK, &serde_json::json!({ "log_index": index }))
         } else {
             let request: ChangeMembership = match serde_json::from_slice(body) {
                 Ok(request) => request,
@@ -187,6 +206,22 @@ impl ClusterFront {
             if request.voters.is_empty() {
                 return failure(StatusCode::BAD_REQUEST, "a group needs at least one voter");
             }
+            let metrics = raft.metrics().borrow().clone();
+            let voters_now: BTreeSet<NodeId> = metrics.membership_config.membership().voter_ids().collect();
+            let replicated = metrics.replication.unwrap_or_default();
+            for id in &request.voters {
+                let learner = metrics.membership_config.membership().get_node(id).is_some();
+                if learner && !voters_now.contains(id) && replicated.get(id).copied().flatten().is_none() {
+                    return failure(
+                        StatusCode::CONFLICT,
+                        format!(
+                            "node {id} has not received any of the log as a learner yet (it may still be checking \
+                             its peers, or be unreachable): a voter that never took part could refuse itself or \
+                             stall the quorum; wait until `cluster status` shows it has caught up"
+                        ),
+                    );
+                }
+            }
             match raft.change_membership(request.voters, false).await {
                 Ok(written) => json_answer(StatusCode::OK, &serde_json::json!({ "log_index": written.log_id.index })),
                 Err(e) => failure(StatusCode::CONFLICT, e),
@@ -194,6 +229,30 @@ impl ClusterFront {
         }
     }
 }
+
+impl ClusterFront {
+    /// Waits (up to `within`) until this leader has replicated its log up to
+    /// `index` to node `id`.
+    async fn caught_up(&self, id: NodeId, index: u64, within: std::time::Duration) -> bool {
+        let mut metrics = self.shared.node.raft().metrics();
+        let matched = |m: &openraft::RaftMetrics<NodeId, BasicNode>| {
+            m.replication.as_ref().and_then(|r| r.get(&id).copied().flatten()).is_some_and(|log| log.index >= index)
+        };
+        let wait = async {
+            while !matched(&metrics.borrow_and_update()) {
+                if metrics.changed().await.is_err() {
+                    return false;
+                }
+            }
+            true
+        };
+        tokio::time::timeout(within, wait).await.unwrap_or(false)
+    }
+}
+
+/// How long `add-learner` waits for the new learner to catch up: longer
+/// than a fresh node's check of its peers may take (`PROBE_WINDOW`).
+const LEARNER_CATCH_UP: std::time::Duration = PROBE_WINDOW.saturating_mul(2);
 
 /// Sends one admin request to the node at `node` (`host:port`), signed with
 /// `secret` if given, and returns the answer's body, or why it failed

@@ -58,9 +58,8 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let mut metrics = shared.node.raft().metrics();
     loop {
         let now = metrics.borrow_and_update().clone();
-        let leads = now.state == ServerState::Leader && now.current_leader == Some(shared.id());
-        if leads {
-            lead(&shared, now.current_term).await;
+        if let Some(term) = shared.node.led_in(&now) {
+            lead(&shared, term).await;
         } else {
             let role = match now.current_leader {
                 Some(leader) if leader != shared.id() => match now.membership_config.membership().get_node(&leader) {

@@ -51,13 +51,21 @@ fn hop_by_hop(name: &HeaderName) -> bool {
         || matches!(name.as_str(), "keep-alive" | "te" | "trailer" | "proxy-connection" | "proxy-authorization")
 }
 
+/// Idle connections a follower keeps to the leader between bursts.
+const FORWARD_IDLE: usize = 64;
+
 impl Forwarder {
     /// A client for node `from`.
     pub(crate) fn new(from: NodeId) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(Duration::from_secs(2)));
-        let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(20)).build(connector);
+        // A follower forwards as many requests at once as it has clients;
+        // past a burst it keeps at most FORWARD_IDLE connections open.
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(20))
+            .pool_max_idle_per_host(FORWARD_IDLE)
+            .build(connector);
         Forwarder { client, from }
     }
 

@@ -151,6 +151,17 @@ impl ProcessCluster {
         addr
     }
 
+    /// Like `spawn_new`, but node `id` is also told of a peer at a port
+    /// where nothing listens, so its check of its peers (the rejoin
+    /// interlock) runs its whole window before it takes part in Raft.
+    pub fn spawn_new_slow_to_check(&mut self, id: u64) -> SocketAddr {
+        let nobody = free_port();
+        self.peers.push(format!("{}={nobody}", id + 100));
+        let addr = self.spawn_new(id);
+        self.peers.retain(|peer| !peer.starts_with(&format!("{}=", id + 100)));
+        addr
+    }
+
     /// `kill -9` of node `id`, waited for.
     pub fn kill(&mut self, id: u64) {
         let node = self.nodes.get_mut(&id).unwrap();
