@@ -37,6 +37,15 @@ async fn visible(addr: SocketAddr, url: &str) -> u64 {
     attributes["Attributes"]["ApproximateNumberOfMessages"].as_str().unwrap().parse().unwrap()
 }
 
+/// The serving leader's id and address once the group has one, and the URL
+/// of a queue `name` created through it.
+async fn leader_and_queue(cluster: &ProcessCluster, name: &str) -> (u64, SocketAddr, String) {
+    let leader = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
+    let entry = cluster.addr(leader);
+    let created = call(entry, "CreateQueue", json!({"QueueName": name})).await;
+    (leader, entry, created["QueueUrl"].as_str().unwrap().to_string())
+}
+
 fn run_command(args: &[&str]) -> Result<String, String> {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_leaseq-server")).args(args).output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -98,9 +107,7 @@ async fn every_node_answers_sqs_and_followers_forward_to_the_leader() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_are_added_and_removed_by_command_and_the_group_keeps_its_messages() {
     let mut cluster = ProcessCluster::start("membership", 3);
-    let leader = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
-    let entry = cluster.addr(leader);
-    let url = call(entry, "CreateQueue", json!({"QueueName": "kept"})).await["QueueUrl"].as_str().unwrap().to_string();
+    let (leader, entry, url) = leader_and_queue(&cluster, "kept").await;
     for i in 0..5 {
         call(entry, "SendMessage", json!({"QueueUrl": url, "MessageBody": format!("m{i}")})).await;
     }
@@ -136,9 +143,7 @@ async fn members_are_added_and_removed_by_command_and_the_group_keeps_its_messag
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_node_still_checking_its_peers_is_waited_for_and_not_promoted_early() {
     let mut cluster = ProcessCluster::start("slow-learner", 3);
-    let leader = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
-    let entry = cluster.addr(leader);
-    let url = call(entry, "CreateQueue", json!({"QueueName": "kept"})).await["QueueUrl"].as_str().unwrap().to_string();
+    let (_, entry, url) = leader_and_queue(&cluster, "kept").await;
     call(entry, "SendMessage", json!({"QueueUrl": url, "MessageBody": "m"})).await;
     let new_addr = cluster.spawn_new_slow_to_check(4);
     let via = entry.to_string();
@@ -401,9 +406,7 @@ async fn a_group_with_a_secret_serves_and_refuses_what_is_not_signed_with_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_voter_that_lost_its_data_dir_is_refused_until_removed_and_added_again() {
     let mut cluster = ProcessCluster::start_signed("rejoin", 3, Vec::new());
-    let leader = cluster.serving_leader(ELECTION_WAIT).await.unwrap_or_else(|| panic!("{}", cluster.logs()));
-    let entry = cluster.addr(leader);
-    let url = call(entry, "CreateQueue", json!({"QueueName": "kept"})).await["QueueUrl"].as_str().unwrap().to_string();
+    let (leader, entry, url) = leader_and_queue(&cluster, "kept").await;
     call(entry, "SendMessage", json!({"QueueUrl": url, "MessageBody": "sent before"})).await;
 
     // A follower loses its disk and comes back under the same id: refused,

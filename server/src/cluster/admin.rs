@@ -208,10 +208,9 @@ impl ClusterFront {
             }
             let metrics = raft.metrics().borrow().clone();
             let voters_now: BTreeSet<NodeId> = metrics.membership_config.membership().voter_ids().collect();
-            let replicated = metrics.replication.unwrap_or_default();
             for id in &request.voters {
                 let learner = metrics.membership_config.membership().get_node(id).is_some();
-                if learner && !voters_now.contains(id) && replicated.get(id).copied().flatten().is_none() {
+                if learner && !voters_now.contains(id) && matched_log(&metrics, *id).is_none() {
                     return failure(
                         StatusCode::CONFLICT,
                         format!(
@@ -235,11 +234,8 @@ impl ClusterFront {
     /// `index` to node `id`.
     async fn caught_up(&self, id: NodeId, index: u64, within: std::time::Duration) -> bool {
         let mut metrics = self.shared.node.raft().metrics();
-        let matched = |m: &openraft::RaftMetrics<NodeId, BasicNode>| {
-            m.replication.as_ref().and_then(|r| r.get(&id).copied().flatten()).is_some_and(|log| log.index >= index)
-        };
         let wait = async {
-            while !matched(&metrics.borrow_and_update()) {
+            while matched_log(&metrics.borrow_and_update(), id).is_none_or(|log| log.index < index) {
                 if metrics.changed().await.is_err() {
                     return false;
                 }
@@ -248,6 +244,13 @@ impl ClusterFront {
         };
         tokio::time::timeout(within, wait).await.unwrap_or(false)
     }
+}
+
+/// The last log id this leader knows node `id` holds (openraft's
+/// replication metrics; `None` when it is not replicating to `id` or `id`
+/// has matched nothing yet).
+fn matched_log(metrics: &openraft::RaftMetrics<NodeId, BasicNode>, id: NodeId) -> Option<openraft::LogId<NodeId>> {
+    metrics.replication.as_ref().and_then(|replication| replication.get(&id).copied().flatten())
 }
 
 /// How long `add-learner` waits for the new learner to catch up: longer

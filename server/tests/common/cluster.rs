@@ -115,7 +115,13 @@ impl ProcessCluster {
 
     /// Starts node `id` (again) from its data dir.
     pub fn spawn(&mut self, id: u64) {
-        let peers = self.peers.clone();
+        self.spawn_told_of(id, &[]);
+    }
+
+    /// Like `spawn`, node `id` also told of `extra_peers` (`id=addr`) that
+    /// the other nodes do not know.
+    fn spawn_told_of(&mut self, id: u64, extra_peers: &[String]) {
+        let peers: Vec<String> = self.peers.iter().chain(extra_peers).cloned().collect();
         let extra = self.extra.clone();
         let node = self.nodes.get_mut(&id).expect("a member");
         assert!(node.child.is_none(), "node {id} already runs");
@@ -142,12 +148,16 @@ impl ProcessCluster {
 
     /// Adds node `id` as a new process (not yet a member: the test adds it).
     pub fn spawn_new(&mut self, id: u64) -> SocketAddr {
+        self.spawn_new_told_of(id, &[])
+    }
+
+    fn spawn_new_told_of(&mut self, id: u64, extra_peers: &[String]) -> SocketAddr {
         let addr = free_port();
         let data_dir = self.root.join(format!("node{id}"));
         let log = self.root.join(format!("node{id}.log"));
         self.peers.push(format!("{id}={addr}"));
         self.nodes.insert(id, ProcessNode { id, addr, data_dir, log, child: None, paused: false });
-        self.spawn(id);
+        self.spawn_told_of(id, extra_peers);
         addr
     }
 
@@ -156,10 +166,7 @@ impl ProcessCluster {
     /// interlock) runs its whole window before it takes part in Raft.
     pub fn spawn_new_slow_to_check(&mut self, id: u64) -> SocketAddr {
         let nobody = free_port();
-        self.peers.push(format!("{}={nobody}", id + 100));
-        let addr = self.spawn_new(id);
-        self.peers.retain(|peer| !peer.starts_with(&format!("{}=", id + 100)));
-        addr
+        self.spawn_new_told_of(id, &[format!("{}={nobody}", id + 100)])
     }
 
     /// `kill -9` of node `id`, waited for.
