@@ -69,6 +69,56 @@ impl fmt::Debug for EngineInner {
 }
 
 impl EngineInner {
+    /// Points `core`'s dead-letter link at `dead_letter_queue` with ceiling
+    /// `max_receives` (`Queue::set_dead_letter`), durably first.
+    pub(crate) fn set_dead_letter(
+        &self,
+        core: &Arc<QueueCore>,
+        dead_letter_queue: Option<&str>,
+        max_receives: Option<u32>,
+    ) -> Result<(), Error> {
+        // The rules a config's link follows at creation.
+        let probe = QueueConfig {
+            dead_letter_queue: dead_letter_queue.map(str::to_string),
+            max_receives,
+            ..QueueConfig::default()
+        };
+        probe.validate()?;
+        let _serial = lock(&self.registry);
+        core.check_live()?;
+        let target = match dead_letter_queue {
+            None => None,
+            Some(name) => {
+                let Some(target) = self.queues.get(name).map(|q| q.value().clone()) else {
+                    return Err(Error::DeadLetterQueueNotFound { name: name.to_string() });
+                };
+                // Links change only under this lock, so the walk sees them all.
+                let mut path = vec![core.name.clone()];
+                let mut next = Some(target.clone());
+                while let Some(queue) = next {
+                    path.push(queue.name.clone());
+                    if Arc::ptr_eq(&queue, core) {
+                        return Err(Error::DeadLetterCycle { path });
+                    }
+                    next = queue.dead_letter.target();
+                }
+                check_takes_payloads(&target, core.config.max_payload)?;
+                Some(target)
+            }
+        };
+        if let Some(journal) = &self.shared.journal {
+            // Durable before the link changes: a failed write changes nothing.
+            let record = Record::DeadLetterSet {
+                queue: core.ordinal,
+                dead_letter_queue: dead_letter_queue.map(str::to_string),
+                max_receives,
+            };
+            journal.commit_now(record).map_err(|failure| Error::storage(failure, None))?;
+        }
+        core.dead_letter.set(target, max_receives);
+        Ok(())
+    }
+
     /// Rebuilds the live list; call with the registry lock held, after the
     /// name map changed.
     fn refresh_live(&self) {
@@ -311,18 +361,7 @@ impl Engine {
             },
         };
         if let Some(dlq) = &dead_letter {
-            // Checked when the queues are linked (configs never change), so
-            // a dead-letter move never holds a payload its queue forbids.
-            if dlq.config.max_payload < config.max_payload {
-                return Err(Error::InvalidConfig {
-                    field: "dead_letter_queue",
-                    reason: format!(
-                        "'{}' takes payloads of up to {} bytes, below this queue's max_payload of {}: a dead-letter \
-                         queue must accept every message its sources can hold",
-                        dlq.name, dlq.config.max_payload, config.max_payload
-                    ),
-                });
-            }
+            check_takes_payloads(dlq, config.max_payload)?;
         }
         let ordinal = self.inner.next_ordinal.load(Ordering::Relaxed);
         if ordinal > MAX_QUEUE_ORDINAL {
@@ -361,7 +400,8 @@ impl Engine {
 
     /// Re-creates a queue the log recorded (ordinal and all), without
     /// recording it again: a durable engine's open. Queues come in the order
-    /// they were created, so a dead-letter queue is there before its users.
+    /// of their links (`Replica::queues_in_link_order`), so a dead-letter
+    /// queue is there before its users.
     pub(crate) fn restore_queue(&self, ordinal: u32, name: &str, config: QueueConfig) -> Result<Queue, Error> {
         let _serial = lock(&self.inner.registry);
         let dead_letter = match &config.dead_letter_queue {
@@ -420,7 +460,7 @@ impl Engine {
             .inner
             .queues
             .iter()
-            .filter(|q| q.value().dead_letter.as_ref().is_some_and(|d| Arc::ptr_eq(d, &core)))
+            .filter(|q| q.value().dead_letter.targets(&core))
             .map(|q| q.key().clone())
             .collect();
         users.sort();
@@ -495,4 +535,21 @@ impl Engine {
     pub fn sync_policy(&self) -> Option<SyncPolicy> {
         self.inner.shared.journal.as_ref().map(|journal| journal.policy)
     }
+}
+
+/// Refuses `dead_letter` as the dead-letter queue of a queue that holds
+/// payloads of up to `max_payload` bytes: a dead-letter move must never hold
+/// a payload its target forbids.
+fn check_takes_payloads(dead_letter: &QueueCore, max_payload: usize) -> Result<(), Error> {
+    if dead_letter.config.max_payload < max_payload {
+        return Err(Error::InvalidConfig {
+            field: "dead_letter_queue",
+            reason: format!(
+                "'{}' takes payloads of up to {} bytes, below this queue's max_payload of {}: a dead-letter queue \
+                 must accept every message its sources can hold",
+                dead_letter.name, dead_letter.config.max_payload, max_payload
+            ),
+        });
+    }
+    Ok(())
 }

@@ -97,6 +97,9 @@ pub(crate) enum Record {
     RetentionSet { queue: u32, retention: Option<std::time::Duration> },
     /// The queue's metadata was replaced (`Queue::set_metadata`).
     MetadataSet { queue: u32, metadata: Bytes },
+    /// The queue's dead-letter queue (by name) and `max_receives` changed
+    /// (`Queue::set_dead_letter`).
+    DeadLetterSet { queue: u32, dead_letter_queue: Option<String>, max_receives: Option<u32> },
     /// No message id at or above `below` has been handed out.
     IdsReserved { below: u64 },
 }
@@ -120,6 +123,9 @@ impl fmt::Debug for Record {
             }
             Record::RetentionSet { queue, retention } => write!(f, "RetentionSet({queue}, {retention:?})"),
             Record::MetadataSet { queue, metadata } => write!(f, "MetadataSet({queue}, {} bytes)", metadata.len()),
+            Record::DeadLetterSet { queue, dead_letter_queue, max_receives } => {
+                write!(f, "DeadLetterSet({queue}, {dead_letter_queue:?}, {max_receives:?})")
+            }
             Record::IdsReserved { below } => write!(f, "IdsReserved(below {below})"),
         }
     }

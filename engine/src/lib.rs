@@ -59,6 +59,7 @@ mod config;
 #[cfg(not(loom))]
 pub mod consumer;
 mod dead_letter;
+mod dead_letter_link;
 mod delivery;
 mod driver;
 mod engine;

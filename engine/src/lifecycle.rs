@@ -919,7 +919,7 @@ impl QueueCore {
         }
         let attempt =
             AttemptRecord { delivery: count, received_at: Nanos(received_at), ended_at: Nanos(ended_at), outcome };
-        if self.config.max_receives.is_some_and(|ceiling| count >= ceiling) {
+        if self.dead_letter.max_receives().is_some_and(|ceiling| count >= ceiling) {
             match self.move_to_dead_letter(shard, index, slot, claim, now, attempt.clone(), reason) {
                 Ok(()) => {
                     shard.stats.add(counter, 1);
@@ -933,7 +933,7 @@ impl QueueCore {
                 }
             }
         }
-        if self.dead_letter.is_some() {
+        if self.dead_letter.linked() {
             // The attempt history is read only when the message moves to the
             // dead-letter queue; without one, remembering it would cost an
             // allocation per expiry or release for nothing.
@@ -975,7 +975,7 @@ impl QueueCore {
     /// `Ready` message on the dead-letter queue.
     pub(crate) fn dead_letter(&self, receipt: &Receipt, reason: &str) -> Result<(), LeaseError> {
         let (shard, slot) = self.locate(receipt)?;
-        let Some(dead_letter_queue) = &self.dead_letter else {
+        let Some(dead_letter_queue) = self.dead_letter.target() else {
             return Err(LeaseError::NoDeadLetterQueue);
         };
         let now = self.now();
@@ -1019,7 +1019,7 @@ impl QueueCore {
         last: AttemptRecord,
         reason: DeadLetterReason,
     ) -> Result<(), Claim<'s>> {
-        let Some(dead_letter_queue) = &self.dead_letter else {
+        let Some(dead_letter_queue) = self.dead_letter.target() else {
             return Err(claim);
         };
         // SAFETY: we hold the claim.

@@ -17,6 +17,7 @@ use crate::clock::{Nanos, duration_nanos};
 use crate::commit::{SendBatchFuture, SendFuture, Settle};
 use crate::config::{MAX_BATCH, QueueConfig};
 use crate::dead_letter::DeadLetterLog;
+use crate::dead_letter_link::DeadLetterLink;
 use crate::delivery::{Delivery, ReceiveOptions, SendOptions};
 use crate::engine::{EngineInner, EngineShared};
 use crate::error::{Error, LeaseError};
@@ -47,7 +48,9 @@ pub(crate) struct QueueCore {
     pub(crate) shards: Box<[Shard]>,
     /// The order threads visit `shards` in (home first).
     pub(crate) ring: ShardRing,
-    pub(crate) dead_letter: Option<Arc<QueueCore>>,
+    /// Where failures go (`set_dead_letter`; `config`'s link and ceiling
+    /// are only their values at creation).
+    pub(crate) dead_letter: DeadLetterLink,
     pub(crate) waiters: Waiters,
     pub(crate) deleted: AtomicBool,
     pub(crate) dead_letter_log: DeadLetterLog,
@@ -82,6 +85,7 @@ impl QueueCore {
             max_lease: duration_nanos(config.max_lease),
         };
         let retention = AtomicU64::new(config.retention.map_or(0, duration_nanos));
+        let max_receives = config.max_receives;
         QueueCore {
             name,
             ordinal,
@@ -90,7 +94,7 @@ impl QueueCore {
             engine,
             ring: ShardRing::new(shard_count),
             shards,
-            dead_letter,
+            dead_letter: DeadLetterLink::new(dead_letter, max_receives),
             waiters,
             deleted: AtomicBool::new(false),
             dead_letter_log: DeadLetterLog::default(),
@@ -108,7 +112,7 @@ impl QueueCore {
         }
     }
 
-    fn check_live(&self) -> Result<(), Error> {
+    pub(crate) fn check_live(&self) -> Result<(), Error> {
         if self.deleted.load(Ordering::Acquire) {
             return Err(Error::QueueDeleted { name: self.name.clone() });
         }
@@ -203,12 +207,13 @@ impl QueueCore {
         let now = self.now();
         self.run_all_timers(now);
         self.drop_past_retention(now);
-        if let Some(dead_letter) = &self.dead_letter {
+        let dead_letter = self.dead_letter.target();
+        if let Some(dead_letter) = &dead_letter {
             // Its depth below counts only what it still holds.
             dead_letter.drop_past_retention(now);
         }
         let oldest = self.oldest_ready_sent_at().map(|sent| Nanos(now).saturating_since(Nanos(sent)));
-        let dead_letter_depth = self.dead_letter.as_ref().map_or(0, |d| d.depth());
+        let dead_letter_depth = dead_letter.as_ref().map_or(0, |d| d.depth());
         QueueStats::assemble(
             self.shards.iter().map(|s| &*s.stats),
             dead_letter_depth,
@@ -240,11 +245,37 @@ impl Queue {
     }
 
     /// The queue's configuration, as created (`QueueConfig::max_lease` says
-    /// which defaults follow a lower cap) with the retention now in force
-    /// (`set_retention`).
+    /// which defaults follow a lower cap) with the retention and the
+    /// dead-letter link now in force (`set_retention`, `set_dead_letter`).
     #[must_use]
     pub fn config(&self) -> QueueConfig {
-        QueueConfig { retention: self.core.retention(), ..self.core.config.clone() }
+        QueueConfig {
+            retention: self.core.retention(),
+            dead_letter_queue: self.dead_letter_queue(),
+            max_receives: self.core.dead_letter.max_receives(),
+            ..self.core.config.clone()
+        }
+    }
+
+    /// Changes where this queue's failed messages go: `dead_letter_queue`
+    /// (by name; `None` unlinks it) and `max_receives`, the delivery count at
+    /// which an expiry or release moves a message there (`None`: only
+    /// explicit `dead_letter` calls do), as `QueueConfig` sets them at
+    /// creation. Takes effect for the messages already here at their next
+    /// expiry or release; those the link's absence kept from remembering
+    /// their failed attempts reach the dead-letter queue with only the
+    /// attempts since. Durable (and replicated) like the queue's config.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidConfig` (`max_receives` of 0, or without a dead-letter queue;
+    /// a target whose `max_payload` is below this queue's),
+    /// `DeadLetterQueueNotFound`, `DeadLetterCycle` (the target's own links
+    /// lead back here, or it is this queue), `QueueDeleted`, and on a durable
+    /// engine `Storage` when the change could not be logged (then nothing
+    /// changed).
+    pub fn set_dead_letter(&self, dead_letter_queue: Option<&str>, max_receives: Option<u32>) -> Result<(), Error> {
+        self._engine.set_dead_letter(&self.core, dead_letter_queue, max_receives)
     }
 
     /// Changes the queue's retention (`QueueConfig::retention`); `None` keeps
@@ -724,10 +755,10 @@ impl Queue {
         self.core.stats()
     }
 
-    /// The dead-letter queue's name, if one is configured.
+    /// The dead-letter queue's name, if one is set now.
     #[must_use]
-    pub fn dead_letter_queue(&self) -> Option<&str> {
-        self.core.dead_letter.as_ref().map(|d| d.name.as_str())
+    pub fn dead_letter_queue(&self) -> Option<String> {
+        self.core.dead_letter.target().map(|d| d.name.clone())
     }
 }
 

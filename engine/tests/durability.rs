@@ -112,7 +112,7 @@ fn every_queue_state_survives_a_restart() {
     assert_eq!(report.torn_bytes, 0);
     let jobs = engine.queue("jobs").unwrap();
     assert_eq!(jobs.config(), jobs_config(), "config intact");
-    assert_eq!(jobs.dead_letter_queue(), Some("dlq"), "dead-letter link intact");
+    assert_eq!(jobs.dead_letter_queue().as_deref(), Some("dlq"), "dead-letter link intact");
     assert_eq!(jobs.stats().delayed, 1, "the delayed message is still delayed");
     let got = drain(&engine, "jobs");
     // Counts are those of this receive: recovered count + 1. The in-flight

@@ -354,3 +354,28 @@ fn groups_are_pipelined_and_after_a_failure_no_later_group_is_accepted() {
     assert!(matches!(q.receive(10), Err(Error::Storage { .. }) | Ok(_)));
     assert_eq!(q.stats().ready, 0, "a failed send was published");
 }
+
+#[test]
+fn a_dead_letter_link_set_later_survives_failover_and_snapshots() {
+    let clock = ManualClock::new();
+    let sink = Arc::new(Recorder::default());
+    let old = leader(&clock, &sink);
+    let jobs = old.create_queue("jobs", QueueConfig::default().visibility_timeout(secs(5))).unwrap();
+    old.create_queue("later-dlq", QueueConfig::default()).unwrap();
+    jobs.send(&b"poison"[..]).unwrap();
+    jobs.set_dead_letter(Some("later-dlq"), Some(1)).unwrap();
+    let state = sink.state();
+    let mut rebuilt = ReplicaState::new();
+    rebuilt.apply(&state.snapshot()).unwrap();
+    drop((jobs, old));
+    for (state, how) in [(state, "applied records"), (rebuilt, "a snapshot")] {
+        let (clock, new) = successor(&clock, state, &sink);
+        let jobs = new.queue("jobs").unwrap();
+        assert_eq!(jobs.dead_letter_queue().as_deref(), Some("later-dlq"), "after {how}");
+        assert_eq!(jobs.config().max_receives, Some(1), "after {how}");
+        assert_eq!(jobs.receive(1).unwrap().len(), 1);
+        clock.advance(secs(6));
+        let moved = new.queue("later-dlq").unwrap().receive(1).unwrap();
+        assert_eq!(&moved[0].payload[..], b"poison", "after {how}");
+    }
+}

@@ -589,7 +589,7 @@ fn delete_list_and_lookup() {
     let (_clock, engine, q, _dlq) = with_dlq(QueueConfig::default());
     assert_eq!(engine.list_queues(), vec!["jobs".to_string(), "jobs-dlq".to_string()]);
     assert_eq!(engine.queue("jobs").unwrap().name(), "jobs");
-    assert_eq!(q.dead_letter_queue(), Some("jobs-dlq"));
+    assert_eq!(q.dead_letter_queue().as_deref(), Some("jobs-dlq"));
     assert_eq!(
         engine.delete_queue("jobs-dlq").unwrap_err(),
         Error::QueueInUse { name: "jobs-dlq".into(), used_by: "jobs".into() }

@@ -290,6 +290,55 @@ impl Model {
         Ok(())
     }
 
+    /// Points a queue's dead-letter link elsewhere (`Queue::set_dead_letter`):
+    /// the rules of a config's link at creation, checked in the engine's
+    /// order, plus no cycle through links set since.
+    pub fn set_dead_letter(
+        &mut self,
+        queue: QueueRef,
+        dead_letter_queue: Option<&str>,
+        max_receives: Option<u32>,
+    ) -> Result<(), Error> {
+        self.begin();
+        let mut probe = QueueConfig::default();
+        probe.dead_letter_queue = dead_letter_queue.map(str::to_string);
+        probe.max_receives = max_receives;
+        match config_rule_broken(&probe) {
+            Some(Broken::Field(field)) => return Err(Error::InvalidConfig { field, reason: String::new() }),
+            Some(Broken::DeadLetterName(dlq)) => {
+                return Err(Error::InvalidQueueName { name: dlq.chars().take(100).collect(), reason: "" });
+            }
+            None => {}
+        }
+        self.check_live(queue)?;
+        let target = match dead_letter_queue {
+            None => None,
+            Some(name) => {
+                let Some(&target) = self.names.get(name) else {
+                    return Err(Error::DeadLetterQueueNotFound { name: name.to_string() });
+                };
+                let mut path = vec![self.q(queue).name.clone()];
+                let mut next = Some(target);
+                while let Some(at) = next {
+                    path.push(self.q(at).name.clone());
+                    if at == queue {
+                        return Err(Error::DeadLetterCycle { path });
+                    }
+                    next = self.q(at).dead_letter;
+                }
+                if self.q(target).config.max_payload < self.q(queue).config.max_payload {
+                    return Err(Error::InvalidConfig { field: "dead_letter_queue", reason: String::new() });
+                }
+                Some(target)
+            }
+        };
+        let q = self.qm(queue);
+        q.dead_letter = target;
+        q.config.dead_letter_queue = dead_letter_queue.map(str::to_string);
+        q.config.max_receives = max_receives;
+        Ok(())
+    }
+
     /// Expiries at the retry ceiling in one instant compete for room on their
     /// dead-letter queue; if some but not all fit, which ones do is open.
     fn note_dead_letter_contention(&mut self, due: &[(QueueRef, u64)]) {
@@ -740,6 +789,7 @@ impl Model {
             outcome,
         };
         let at_ceiling = q.config.max_receives.is_some_and(|ceiling| m.delivery_count >= ceiling);
+        let linked = q.dead_letter.is_some();
         let count = |c: &mut Counters| match failure {
             Failure::Expired => c.expired += 1,
             Failure::Released => c.released += 1,
@@ -764,7 +814,11 @@ impl Model {
         count(&mut q.counters);
         let m = q.messages.get_mut(&stay).expect("failing message exists");
         let attempt_number = m.delivery_count;
-        m.remember(attempt);
+        if linked {
+            // As the engine: a failure is remembered for a dead-letter
+            // record only while there is a dead-letter queue to move to.
+            m.remember(attempt);
+        }
         m.expired_attempt = (failure == Failure::Expired).then_some(attempt_number);
         let eligible_at = ended_at.saturating_add(delay);
         if eligible_at > now {

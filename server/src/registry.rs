@@ -108,7 +108,7 @@ impl Registry {
                 fresh.visibility_timeout = queue.config().visibility_timeout.as_secs().min(43_200) as u32;
                 fresh
             });
-            // The engine's log is the truth for what it fixes at creation.
+            // The engine's log is the truth for the redrive link.
             settings.redrive = redrive_of(&queue.config());
             // A queue the engine holds without the retention its attributes
             // name (created before the engine enforced it) gets it now.
@@ -154,8 +154,11 @@ impl Registry {
     /// Queues whose redrive policy targets `name`, sorted.
     pub(crate) fn dead_letter_sources(&self, name: &str) -> Vec<String> {
         let queues = self.queues.read().unwrap_or_else(|p| p.into_inner());
-        let mut names: Vec<String> =
-            queues.iter().filter(|(_, e)| e.queue.dead_letter_queue() == Some(name)).map(|(n, _)| n.clone()).collect();
+        let mut names: Vec<String> = queues
+            .iter()
+            .filter(|(_, e)| e.queue.dead_letter_queue().as_deref() == Some(name))
+            .map(|(n, _)| n.clone())
+            .collect();
         names.sort();
         names
     }
@@ -207,19 +210,22 @@ impl Registry {
         self.save()
     }
 
-    /// Applies `attributes` to queue `name`. The redrive policy is fixed when
-    /// the engine creates a queue: asking for a different one is refused.
+    /// Applies `attributes` to queue `name`. A new redrive policy goes to
+    /// the engine first: it is the one change here that can be refused (no
+    /// such dead-letter queue, a cycle), and then nothing changed.
     pub(crate) fn set_attributes(&self, name: &str, attributes: &HashMap<String, String>) -> Result<(), SqsError> {
         let _serial = lock(&self.changes);
         let entry = self.get(name)?;
         let mut settings = lock(&entry.settings);
         let mut next = settings.with(attributes)?;
         if next.redrive != settings.redrive {
-            return Err(SqsError::new(
-                ErrorCode::InvalidAttributeValue,
-                "leaseq fixes a queue's RedrivePolicy when the queue is created; delete and re-create the queue \
-                 with the new policy (docs/server.md).",
-            ));
+            // The engine's log is the truth for the link (`open` reads it
+            // back), so the settings stored below may lag it, never lead.
+            let (target, ceiling) = match &next.redrive {
+                Some(redrive) => (Some(redrive.dead_letter_queue.as_str()), Some(redrive.max_receive_count)),
+                None => (None, None),
+            };
+            entry.queue.set_dead_letter(target, ceiling)?;
         }
         next.last_modified = unix_now_ms() / 1000;
         // The settings first: should the retention change fail after it, the

@@ -279,6 +279,11 @@ async fn queue_attributes_survive_a_failover() {
         .unwrap()
         .to_string();
     call(addr, "SetQueueAttributes", json!({"QueueUrl": url, "Attributes": {"VisibilityTimeout": "45"}})).await;
+    // A dead-letter queue created after its source, linked afterwards.
+    call(addr, "CreateQueue", json!({"QueueName": "tuned-dlq"})).await;
+    let policy = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:tuned-dlq","maxReceiveCount":6}"#;
+    let set = call(addr, "SetQueueAttributes", json!({"QueueUrl": url, "Attributes": {"RedrivePolicy": policy}})).await;
+    assert_eq!(set, json!({}), "{set}");
     cluster.kill(leader);
     let survivor = [1, 2, 3].into_iter().find(|&id| id != leader).unwrap();
     let got = call(
@@ -292,6 +297,9 @@ async fn queue_attributes_survive_a_failover() {
     assert_eq!(got["ReceiveMessageWaitTimeSeconds"], json!("3"), "{got}");
     assert_eq!(got["MaximumMessageSize"], json!("2048"), "{got}");
     assert_eq!(got["VisibilityTimeout"], json!("45"), "{got}");
+    let policy: Value = serde_json::from_str(got["RedrivePolicy"].as_str().expect("a RedrivePolicy")).unwrap();
+    assert_eq!(policy["maxReceiveCount"], json!(6), "{got}");
+    assert!(policy["deadLetterTargetArn"].as_str().unwrap().ends_with(":tuned-dlq"), "{got}");
 }
 
 /// A raw request to `addr` with an optional auth header line; its status.

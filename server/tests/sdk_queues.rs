@@ -154,17 +154,25 @@ async fn queue_attributes_are_validated_reported_and_changed() {
         .unwrap_err();
     assert_eq!(code_of(&unknown), "InvalidAttributeName");
 
-    // The engine fixes the redrive policy at creation.
+    // A redrive policy can be set after creation (more in
+    // a_redrive_policy_set_later_moves_poison_and_can_be_removed).
     server.create("attrs-dlq", &[]).await;
     let policy = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:attrs-dlq","maxReceiveCount":3}"#;
-    let fixed = client
+    client
         .set_queue_attributes()
         .queue_url(&url)
         .attributes(QueueAttributeName::RedrivePolicy, policy)
         .send()
         .await
-        .unwrap_err();
-    assert_eq!(code_of(&fixed), "InvalidAttributeValue");
+        .unwrap();
+    let a = client
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::RedrivePolicy)
+        .send()
+        .await
+        .unwrap();
+    assert!(a.attributes().unwrap()[&QueueAttributeName::RedrivePolicy].contains("attrs-dlq"), "{a:?}");
     let no_target = client
         .create_queue()
         .queue_name("orphan")
@@ -176,6 +184,83 @@ async fn queue_attributes_are_validated_reported_and_changed() {
         .await
         .unwrap_err();
     assert_eq!(code_of(&no_target), "InvalidAttributeValue");
+    server.stop().await;
+}
+
+/// The policy of one queue, or `None` when it has none.
+async fn redrive_policy(client: &aws_sdk_sqs::Client, url: &str) -> Option<serde_json::Value> {
+    let a = client
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::RedrivePolicy)
+        .send()
+        .await
+        .unwrap();
+    a.attributes().and_then(|a| a.get(&QueueAttributeName::RedrivePolicy)).map(|p| serde_json::from_str(p).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redrive_policy_set_later_moves_poison_and_can_be_removed() {
+    let clock = leaseq::ManualClock::new();
+    let server = TestServer::on_clock(clock.clone()).await;
+    let client = &server.client;
+    let url = server.create("later", &[("VisibilityTimeout", "5")]).await;
+    let dlq = server.create("later-dlq", &[]).await;
+    client.send_message().queue_url(&url).message_body("poison").send().await.unwrap();
+    let receive_count = |url: String| async move {
+        let got =
+            client.receive_message().queue_url(url).message_system_attribute_names("All".into()).send().await.unwrap();
+        let m = got.messages().first().cloned().expect("a message");
+        m.attributes().unwrap()[&aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount].clone()
+    };
+    assert_eq!(receive_count(url.clone()).await, "1");
+    clock.advance(Duration::from_secs(6));
+
+    // Set while the message is failing: its next failure at the ceiling moves it.
+    let policy = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:later-dlq","maxReceiveCount":2}"#;
+    client
+        .set_queue_attributes()
+        .queue_url(&url)
+        .attributes(QueueAttributeName::RedrivePolicy, policy)
+        .send()
+        .await
+        .unwrap();
+    let set = redrive_policy(client, &url).await.expect("a policy");
+    assert_eq!(set["maxReceiveCount"], 2);
+    assert_eq!(set["deadLetterTargetArn"], "arn:aws:sqs:us-east-1:000000000000:later-dlq");
+    let sources = client.list_dead_letter_source_queues().queue_url(&dlq).send().await.unwrap();
+    assert_eq!(sources.queue_urls(), std::slice::from_ref(&url));
+    assert_eq!(receive_count(url.clone()).await, "2");
+    clock.advance(Duration::from_secs(6));
+    assert!(client.receive_message().queue_url(&url).send().await.unwrap().messages().is_empty());
+    let moved = client.receive_message().queue_url(&dlq).send().await.unwrap();
+    assert_eq!(moved.messages()[0].body(), Some("poison"));
+
+    // A cycle is refused and changes nothing.
+    let back = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:later","maxReceiveCount":2}"#;
+    let cycle = client
+        .set_queue_attributes()
+        .queue_url(&dlq)
+        .attributes(QueueAttributeName::RedrivePolicy, back)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&cycle), "InvalidAttributeValue");
+    assert_eq!(redrive_policy(client, &dlq).await, None);
+
+    // An empty policy removes it; the dead-letter queue can then go.
+    let in_use = client.delete_queue().queue_url(&dlq).send().await.unwrap_err();
+    assert_eq!(code_of(&in_use), "InvalidParameterValue");
+    client
+        .set_queue_attributes()
+        .queue_url(&url)
+        .attributes(QueueAttributeName::RedrivePolicy, "")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(redrive_policy(client, &url).await, None);
+    assert!(client.list_dead_letter_source_queues().queue_url(&dlq).send().await.unwrap().queue_urls().is_empty());
+    client.delete_queue().queue_url(&dlq).send().await.unwrap();
     server.stop().await;
 }
 
@@ -219,10 +304,23 @@ async fn a_durable_server_keeps_queues_attributes_and_messages_across_restarts()
         .send()
         .await
         .unwrap();
+    // A redrive policy set after both queues were created (the source first).
+    server.create("kept-dlq", &[]).await;
+    let policy = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:kept-dlq","maxReceiveCount":4}"#;
+    server
+        .client
+        .set_queue_attributes()
+        .queue_url(&url)
+        .attributes(QueueAttributeName::RedrivePolicy, policy)
+        .send()
+        .await
+        .unwrap();
     server.stop().await;
 
     let server = TestServer::durable(dir.clone()).await;
     let url = server.url("kept");
+    let kept = redrive_policy(&server.client, &url).await.expect("the policy survived the restart");
+    assert_eq!(kept["maxReceiveCount"], 4);
     let attrs = server
         .client
         .get_queue_attributes()

@@ -477,10 +477,10 @@ pub(crate) struct Restored {
 /// Re-creates the replica's queues and messages in a new engine.
 pub(crate) fn restore(engine: &Engine, replica: &Replica, report: &mut RecoveryReport) -> Result<Restored, Error> {
     let mut cores: HashMap<u32, Arc<QueueCore>> = HashMap::new();
-    for (ordinal, queue) in &replica.queues {
-        let q = engine.restore_queue(*ordinal, &queue.name, queue.config.clone())?;
+    for (ordinal, queue) in replica.queues_in_link_order() {
+        let q = engine.restore_queue(ordinal, &queue.name, queue.config.clone())?;
         *crate::sync::lock(&q.core.metadata) = queue.metadata.clone();
-        cores.insert(*ordinal, q.core.clone());
+        cores.insert(ordinal, q.core.clone());
     }
     engine.skip_ordinals(replica.next_queue);
     report.queues = cores.len();
@@ -539,7 +539,7 @@ pub(crate) fn restore(engine: &Engine, replica: &Replica, report: &mut RecoveryR
                 continue;
             }
         }
-        let at_ceiling_count = core.config.max_receives.is_some_and(|ceiling| m.count >= ceiling);
+        let at_ceiling_count = core.dead_letter.max_receives().is_some_and(|ceiling| m.count >= ceiling);
         if m.leased && m.deliver_at > unix_now {
             // A replicated engine's failover found a lease still in force
             // (only a replicated engine logs leases): that attempt has not
@@ -552,7 +552,7 @@ pub(crate) fn restore(engine: &Engine, replica: &Replica, report: &mut RecoveryR
             report.messages += 1;
             continue;
         }
-        if at_ceiling_count && core.dead_letter.is_some() {
+        if at_ceiling_count && core.dead_letter.linked() {
             *undecided.entry(m.queue).or_default() += 1;
             at_ceiling.push((id, m, core));
             continue;
@@ -564,7 +564,7 @@ pub(crate) fn restore(engine: &Engine, replica: &Replica, report: &mut RecoveryR
     let mut moved = 0;
     for (id, m, core) in at_ceiling {
         *undecided.get_mut(&m.queue).expect("counted above") -= 1;
-        let dead_letter = core.dead_letter.as_ref().expect("filtered above");
+        let dead_letter = core.dead_letter.target().expect("filtered above: nothing changes links during a restore");
         let to = dead_letter.ordinal;
         let taken = held.get(&to).copied().unwrap_or(0) + undecided.get(&to).copied().unwrap_or(0);
         if taken < dead_letter.config.max_messages

@@ -110,6 +110,8 @@ const PREAMBLE: u8 = 19;
 /// A live message with its place in the arrival order (cleaning rewrites a
 /// message forward without moving it back in its queue).
 const RESTORED_IN_ORDER: u8 = 20;
+/// A queue's dead-letter link changed (`Queue::set_dead_letter`).
+const DEAD_LETTER_SET: u8 = 21;
 
 /// Appends `entry` as one frame to `out`.
 pub(crate) fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
@@ -245,6 +247,14 @@ fn encode_record(record: &Record, body: &mut Writer<'_>) {
             body.u32(*queue);
             body.0.extend_from_slice(metadata);
         }
+        Record::DeadLetterSet { queue, dead_letter_queue, max_receives } => {
+            body.u8(DEAD_LETTER_SET);
+            body.u32(*queue);
+            body.opt_u64(max_receives.map(u64::from));
+            if let Some(name) = dead_letter_queue {
+                body.str(name);
+            }
+        }
         Record::IdsReserved { below } => {
             body.u8(IDS_RESERVED);
             body.u64(*below);
@@ -332,6 +342,15 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Entry, DecodeError> {
         METADATA_SET => {
             let queue = r.u32()?;
             Entry::Op(Record::MetadataSet { queue, metadata: Bytes::copy_from_slice(r.rest()) })
+        }
+        DEAD_LETTER_SET => {
+            let queue = r.u32()?;
+            let max_receives = match r.opt_u64()? {
+                None => None,
+                Some(n) => Some(u32::try_from(n).map_err(|_| DecodeError("max_receives above u32"))?),
+            };
+            let dead_letter_queue = if r.pos < body.len() { Some(r.str()?) } else { None };
+            Entry::Op(Record::DeadLetterSet { queue, dead_letter_queue, max_receives })
         }
         IDS_RESERVED => Entry::Op(Record::IdsReserved { below: r.u64()? }),
         SNAPSHOT => Entry::Snapshot { next_queue: r.u32()?, ids_below: r.u64()? },
@@ -653,6 +672,9 @@ mod tests {
             Entry::Op(Record::RetentionSet { queue: 7, retention: None }),
             Entry::Op(Record::MetadataSet { queue: 7, metadata: Bytes::from_static(b"{\"DelaySeconds\":5}") }),
             Entry::Op(Record::MetadataSet { queue: 8, metadata: Bytes::new() }),
+            Entry::Op(Record::DeadLetterSet { queue: 8, dead_letter_queue: Some("dlq".into()), max_receives: Some(3) }),
+            Entry::Op(Record::DeadLetterSet { queue: 8, dead_letter_queue: Some("d".into()), max_receives: None }),
+            Entry::Op(Record::DeadLetterSet { queue: 8, dead_letter_queue: None, max_receives: None }),
             Entry::Op(Record::IdsReserved { below: 1 << 50 }),
             Entry::Snapshot { next_queue: 9, ids_below: 1 << 41 },
             Entry::Restored(Box::new(RestoredMessage {

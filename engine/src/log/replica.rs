@@ -351,6 +351,13 @@ impl Replica {
                 Some(state) => state.config.retention = retention,
                 None => self.ignored += 1,
             },
+            Record::DeadLetterSet { queue, dead_letter_queue, max_receives } => match self.queues.get_mut(&queue) {
+                Some(state) => {
+                    state.config.dead_letter_queue = dead_letter_queue;
+                    state.config.max_receives = max_receives;
+                }
+                None => self.ignored += 1,
+            },
             Record::MetadataSet { queue, metadata } => match self.queues.get_mut(&queue) {
                 Some(state) => {
                     self.live_bytes =
@@ -397,6 +404,32 @@ impl Replica {
         let mut homed: Vec<(u64, &MessageState)> = self.messages.iter().filter(|(_, m)| m.home < index).collect();
         homed.sort_unstable_by_key(|(id, m)| (m.home, m.arrival, *id));
         homed.into_iter().map(|(id, m)| (m.home, rewrite(id, m, m.arrival))).collect()
+    }
+
+    /// The live queues, each after the queue its dead-letter link names: the
+    /// order `restore` creates them in, so a dead-letter queue is there
+    /// before its users even when the link was set after both were created
+    /// (`Queue::set_dead_letter`). Else in ordinal order; a link to no live
+    /// queue (never written) is left for `restore` to refuse.
+    pub(crate) fn queues_in_link_order(&self) -> Vec<(u32, &QueueState)> {
+        let by_name: HashMap<&str, u32> = self.queues.iter().map(|(ordinal, q)| (q.name.as_str(), *ordinal)).collect();
+        let mut placed = std::collections::HashSet::new();
+        let mut order = Vec::with_capacity(self.queues.len());
+        for &start in self.queues.keys() {
+            // The chain of links from `start` down to a queue placed already
+            // (links are acyclic; the `contains` only bounds a bad log's walk).
+            let mut chain = Vec::new();
+            let mut at = Some(start);
+            while let Some(ordinal) = at.filter(|o| !placed.contains(o) && !chain.contains(o)) {
+                chain.push(ordinal);
+                at = self.queues[&ordinal].config.dead_letter_queue.as_deref().and_then(|n| by_name.get(n).copied());
+            }
+            for ordinal in chain.into_iter().rev() {
+                placed.insert(ordinal);
+                order.push((ordinal, &self.queues[&ordinal]));
+            }
+        }
+        order
     }
 
     /// The entries a new segment starts with (module invariant): its

@@ -289,6 +289,15 @@ pub enum Op {
         /// The new period (`None`: keep until acked).
         retention: Option<Span>,
     },
+    /// `Queue::set_dead_letter`.
+    SetDeadLetter {
+        /// Queue.
+        queue: u8,
+        /// The new dead-letter queue (`None`: unlink).
+        to: Option<NameChoice>,
+        /// The new ceiling (`None`: none).
+        max_receives: Option<u8>,
+    },
     /// `Engine::redrive`.
     Redrive {
         /// Source.
@@ -334,6 +343,7 @@ impl<'a> Arbitrary<'a> for Op {
             104..=105 => Op::Purge { queue: u.arbitrary()? },
             106..=109 => Op::Redrive { from: u.arbitrary()?, to: u.arbitrary()?, max: u.arbitrary()? },
             110..=111 => Op::SetRetention { queue: u.arbitrary()?, retention: u.arbitrary()? },
+            112..=113 => Op::SetDeadLetter { queue: u.arbitrary()?, to: u.arbitrary()?, max_receives: u.arbitrary()? },
             116..=117 => Op::Restart,
             _ => Op::Stats { queue: u.arbitrary()? },
         })

@@ -19,7 +19,7 @@ use leaseq::{
     SyncPolicy,
 };
 
-use super::ops::{Op, ReceiptPick, Span};
+use super::ops::{NameChoice, Op, ReceiptPick, Span};
 use crate::{Model, ModelDelivery, ModelReceipt, ModelStats, QueueRef};
 
 /// Most steps one run executes (keeps the clock far from overflow: at most
@@ -389,6 +389,13 @@ impl Differential {
                 let retention = retention.map(|s| s.duration());
                 let engine = handle.set_retention(retention);
                 let model = self.model.set_retention(r, retention);
+                self.same_result(&engine, &model)
+            }
+            Op::SetDeadLetter { queue, to, max_receives } => {
+                let Some((r, handle)) = self.queue(queue) else { return Ok(()) };
+                let (to, max_receives) = (to.map(NameChoice::name), max_receives.map(u32::from));
+                let engine = handle.set_dead_letter(to, max_receives);
+                let model = self.model.set_dead_letter(r, to, max_receives);
                 self.same_result(&engine, &model)
             }
             Op::Redrive { from, to, max } => {
