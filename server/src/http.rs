@@ -34,6 +34,7 @@ use crate::api::{Call, dispatch};
 use crate::cluster::{ADMIN_PREFIX, AdminAnswer, ClusterFront, FORWARDED_BY, Route, failure};
 use crate::error::{ErrorCode, NOT_APPLIED_HEADER, SqsError};
 use crate::metrics::{RequestCounts, render};
+use crate::query;
 use crate::registry::{Registry, unix_now_ms};
 use crate::sigv4::{Credentials, Signed, verify};
 use leaseq_cluster::{MAX_RAFT_BODY_BYTES, RAFT_PATH_PREFIX};
@@ -263,29 +264,36 @@ async fn handle(
             return Ok(response);
         }
     }
-    let action = request
+    let form = request.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(query::is_form);
+    let mut action = request
         .headers()
         .get("x-amz-target")
         .and_then(|v| v.to_str().ok())
         .and_then(|t| t.strip_prefix("AmazonSQS."))
         .map(str::to_string);
-    let result = answer(request, &state).await;
+    let (asked, result) = answer(request, &state).await;
+    action = action.or(asked);
     let (status, body, query_error, not_applied) = match result {
         // The leader counted it.
         Ok(Answer::Forwarded(response)) => return Ok(response),
         Ok(Answer::Value(value)) => {
             state.requests.record(action.as_deref(), None);
-            (200, value.to_string(), None, false)
+            let body = match (&action, form) {
+                (Some(action), true) => query::render(action, &value, &id),
+                _ => value.to_string(),
+            };
+            (200, body, None, false)
         }
         Err(e) => {
             state.requests.record(action.as_deref(), Some(e.code));
-            (e.code.status(), e.body(), Some(e.query_header()), e.not_applied)
+            let body = if form { query::render_error(&e, &id) } else { e.body() };
+            (e.code.status(), body, Some(e.query_header()), e.not_applied)
         }
     };
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
     let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON_1_0));
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(if form { "text/xml" } else { JSON_1_0 }));
     if let Ok(value) = HeaderValue::from_str(&id) {
         headers.insert("x-amzn-requestid", value);
     }
@@ -306,28 +314,67 @@ enum Answer {
     Forwarded(Response<Full<Bytes>>),
 }
 
-async fn answer(request: Request<Incoming>, state: &State) -> Result<Answer, SqsError> {
+/// The request's answer, and its action once known (a query-protocol
+/// request names it in its body).
+async fn answer(request: Request<Incoming>, state: &State) -> (Option<String>, Result<Answer, SqsError>) {
+    let content_type = request.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if request.method() == Method::POST && query::is_form(content_type) {
+        return match read_and_route(request, state).await {
+            Ok(Routed::Forwarded(answer)) => (None, Ok(answer)),
+            Ok(Routed::Local { registry, host, body }) => match query::decode(&body) {
+                Ok((action, input)) => {
+                    let call = Call { registry: &registry, host: &host, shutdown: state.shutdown.clone() };
+                    (Some(action.clone()), dispatch(call, &action, &input).await.map(Answer::Value))
+                }
+                Err(e) => (None, Err(e)),
+            },
+            Err(e) => (None, Err(e)),
+        };
+    }
     let protocol_only = || {
         SqsError::new(
             ErrorCode::UnknownOperation,
-            "leaseq-server speaks SQS's JSON protocol only: POST with Content-Type application/x-amz-json-1.0 and \
-             X-Amz-Target: AmazonSQS.<Action>.",
+            "leaseq-server speaks SQS's JSON protocol (POST with Content-Type application/x-amz-json-1.0 and \
+             X-Amz-Target: AmazonSQS.<Action>) and its query protocol (POST with a form body naming the Action).",
         )
     };
     if request.method() != Method::POST {
-        return Err(protocol_only());
+        return (None, Err(protocol_only()));
     }
     let headers = request.headers();
-    let action = headers
+    let Some(action) = headers
         .get("x-amz-target")
         .and_then(|v| v.to_str().ok())
         .and_then(|t| t.strip_prefix("AmazonSQS."))
         .map(str::to_string)
-        .ok_or_else(protocol_only)?;
-    let json = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|t| t.starts_with(JSON_1_0));
-    if !json {
-        return Err(protocol_only());
+    else {
+        return (None, Err(protocol_only()));
+    };
+    if !content_type.starts_with(JSON_1_0) {
+        return (None, Err(protocol_only()));
     }
+    let result = match read_and_route(request, state).await {
+        Ok(Routed::Forwarded(answer)) => Ok(answer),
+        Ok(Routed::Local { registry, host, body }) => {
+            let call = Call { registry: &registry, host: &host, shutdown: state.shutdown.clone() };
+            dispatch(call, &action, &body).await.map(Answer::Value)
+        }
+        Err(e) => Err(e),
+    };
+    (None, result)
+}
+
+/// Where a request goes once its body is read: the leader's answer (passed
+/// on), or this node's queues with the verified body.
+enum Routed {
+    Forwarded(Answer),
+    Local { registry: Arc<Registry>, host: String, body: Bytes },
+}
+
+/// Reads the body (size- and time-limited), forwards it to the leader if
+/// this node does not serve, and verifies its signature if it does.
+async fn read_and_route(request: Request<Incoming>, state: &State) -> Result<Routed, SqsError> {
+    let headers = request.headers();
     let too_large = || {
         SqsError::new(
             ErrorCode::RequestTooLarge,
@@ -353,7 +400,8 @@ async fn answer(request: Request<Incoming>, state: &State) -> Result<Answer, Sqs
             Route::Local(registry) => registry,
             Route::Forward { addr, .. } => {
                 // The leader checks the signature: the request goes on as it came.
-                return front.forward(&addr, &parts, body).await.map(Answer::Forwarded).map_err(|failed| {
+                let forwarded = front.forward(&addr, &parts, body).await;
+                return forwarded.map(|answer| Routed::Forwarded(Answer::Forwarded(answer))).map_err(|failed| {
                     if failed.before_sending {
                         SqsError::unavailable_not_applied(failed.why)
                     } else {
@@ -374,8 +422,7 @@ async fn answer(request: Request<Incoming>, state: &State) -> Result<Answer, Sqs
         };
         verify(credentials, &signed, unix_now_ms() / 1000)?;
     }
-    let call = Call { registry: &registry, host: &host, shutdown: state.shutdown.clone() };
-    dispatch(call, &action, &body).await.map(Answer::Value)
+    Ok(Routed::Local { registry, host, body })
 }
 
 /// Answers Raft's RPCs and the `/cluster/...` endpoints; with a cluster

@@ -38,6 +38,7 @@ mod http;
 mod messages;
 mod metrics;
 mod move_tasks;
+mod query;
 mod queues;
 mod registry;
 mod settings;

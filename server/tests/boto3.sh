@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs server/tests/boto3_smoke.py with real boto3, and a smoke test with the
-# AWS CLI, against a leaseq-server on a free loopback port. The venvs live
-# under target/; each part skips (with the reason) when PyPI cannot be
-# reached. Usage: bash server/tests/boto3.sh
+# AWS CLI, against a leaseq-server on a free loopback port; then the same
+# Python test with boto3 1.28.0 / botocore 1.31.0, from before SQS's JSON
+# protocol, which speaks the query protocol. The venvs live under target/;
+# each part skips (with the reason) when PyPI cannot be reached.
+# Usage: bash server/tests/boto3.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -89,8 +91,8 @@ run_smoke() {
         sleep 0.1
     done
 
-    timeout 120 "$venv/bin/python" server/tests/boto3_smoke.py "http://127.0.0.1:$port" "${SMOKE_ARGS[@]}"
-    cli_smoke "$port" "${SMOKE_ARGS[0]:-AKIDANY}" "${SMOKE_ARGS[1]:-any-secret}" "${SMOKE_ARGS[2]:-}"
+    timeout 120 "${PYTHON:-$venv/bin/python}" server/tests/boto3_smoke.py "http://127.0.0.1:$port" "${SMOKE_ARGS[@]}"
+    [ -n "${PYTHON:-}" ] || cli_smoke "$port" "${SMOKE_ARGS[0]:-AKIDANY}" "${SMOKE_ARGS[1]:-any-secret}" "${SMOKE_ARGS[2]:-}"
 
     # Graceful stop on SIGTERM, bounded.
     kill -TERM "$server"
@@ -114,3 +116,21 @@ credentials="$target/boto3-credentials"
 printf 'AKIDBOTO3SMOKE smoke/secret+key\n' >"$credentials"
 SMOKE_ARGS=(AKIDBOTO3SMOKE smoke/secret+key --signed)
 run_smoke --credentials-file "$credentials"
+
+# The query protocol, through the last botocore line that spoke it to SQS.
+query_venv="$target/boto3-query-venv"
+if [ ! -x "$query_venv/bin/python" ] || ! "$query_venv/bin/python" -c 'import boto3' 2>/dev/null; then
+    rm -rf "$query_venv"
+    if ! { python3 -m venv "$query_venv" && timeout 300 "$query_venv/bin/pip" install --quiet \
+        --disable-pip-version-check 'boto3==1.28.0' 'botocore==1.31.0'; } >"$target/boto3-query-pip.log" 2>&1; then
+        echo "boto3 smoke (query protocol): SKIPPED: pip could not install boto3 1.28.0; see $target/boto3-query-pip.log"
+        rm -rf "$query_venv"
+    fi
+fi
+if [ -x "$query_venv/bin/python" ]; then
+    export PYTHON="$query_venv/bin/python" EXPECT_PROTOCOL=query
+    SMOKE_ARGS=()
+    run_smoke
+    SMOKE_ARGS=(AKIDBOTO3SMOKE smoke/secret+key --signed)
+    run_smoke --credentials-file "$credentials"
+fi

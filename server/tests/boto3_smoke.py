@@ -7,7 +7,10 @@ documents, and compares them with what the server returned.
 
 Usage: boto3_smoke.py http://127.0.0.1:PORT [ACCESS_KEY SECRET --signed]
 With --signed the server checks SigV4: the run also makes sure a client with
-a wrong secret is refused.
+a wrong secret is refused. The same checks run with a botocore that speaks
+SQS's JSON protocol and with one from before it, which speaks the query
+protocol (form requests, XML answers); EXPECT_PROTOCOL, if set, names the
+one the installed botocore must use.
 """
 
 import json
@@ -16,6 +19,8 @@ import time
 
 import hashlib
 import struct
+
+import os
 
 import boto3
 import botocore.exceptions
@@ -59,6 +64,12 @@ def client(secret_key):
 
 sqs = client(secret)
 checks = 0
+protocol = sqs.meta.service_model.protocol
+expected = os.environ.get("EXPECT_PROTOCOL")
+if expected and protocol != expected:
+    raise AssertionError(f"botocore {botocore.__version__} speaks {protocol} to SQS, not {expected}")
+# Before the JSON protocol, system attributes were asked for as AttributeNames.
+system_names = {"AttributeNames": ["All"]} if protocol == "query" else {"MessageSystemAttributeNames": ["All"]}
 
 
 def check(condition, what):
@@ -83,8 +94,8 @@ check(sent["MD5OfMessageAttributes"] == attributes_md5(attributes), "attribute d
 got = sqs.receive_message(
     QueueUrl=url,
     MessageAttributeNames=["All"],
-    MessageSystemAttributeNames=["All"],
     WaitTimeSeconds=5,
+    **system_names,
 )
 msg = got["Messages"][0]
 check(msg["Body"] == "hello from boto3 ✓", "body")
@@ -168,4 +179,7 @@ if signed:
 
 for q in (src_url, dlq_url, url):
     sqs.delete_queue(QueueUrl=q)
-print(f"boto3 smoke ({'signed' if signed else 'unsigned'}): {checks} passed, 0 failed")
+print(
+    f"boto3 smoke (botocore {botocore.__version__}, {protocol} protocol, {'signed' if signed else 'unsigned'}): "
+    f"{checks} passed, 0 failed"
+)

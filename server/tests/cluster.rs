@@ -84,6 +84,19 @@ async fn every_node_answers_sqs_and_followers_forward_to_the_leader() {
     }
     assert_eq!(visible(f1, &url).await, 0);
 
+    // A query-protocol form through a follower gets the leader's XML.
+    let form =
+        format!("Action=SendMessage&QueueUrl={}&MessageBody=by+form", url.replace(':', "%3A").replace('/', "%2F"));
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: {f2}\r\nConnection: close\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+         Content-Length: {}\r\n\r\n{form}",
+        form.len()
+    );
+    let reply = common::cluster::exchange(f2, request.as_bytes(), CALL).await.unwrap();
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(reply.body.contains("<SendMessageResult><MD5OfMessageBody>"), "{}", reply.body);
+    assert_eq!(visible(f1, &url).await, 1);
+
     // Every node agrees on the leader; only the leader serves.
     for id in [1, 2, 3] {
         let status = cluster.status(id).await.unwrap();

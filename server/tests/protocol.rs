@@ -31,9 +31,48 @@ async fn malformed_requests_get_sqs_errors() {
     assert_eq!(r.json["__type"], "com.amazonaws.sqs#UnsupportedOperation");
     assert_eq!(r.query_error.as_deref(), Some("AWS.SimpleQueueService.UnsupportedOperation;Sender"));
 
-    let r = server.raw(None, "application/x-www-form-urlencoded", b"Action=ListQueues").await;
+    let r = server.raw(None, JSON, b"{}").await;
     assert_eq!(r.status, 400);
-    assert!(r.json["message"].as_str().unwrap().contains("JSON protocol"));
+    assert!(r.json["message"].as_str().unwrap().contains("JSON protocol"), "{}", r.body);
+    server.stop().await;
+}
+
+/// The query protocol's errors are XML with the query code the SDKs map
+/// (boto3 1.28 drives the whole protocol in server/tests/boto3.sh).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_protocol_requests_get_xml_answers_and_errors() {
+    const FORM: &str = "application/x-www-form-urlencoded; charset=utf-8";
+    let server = TestServer::start().await;
+    let r = server
+        .raw(None, FORM, b"Action=CreateQueue&QueueName=formq&Attribute.1.Name=DelaySeconds&Attribute.1.Value=2")
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("<CreateQueueResult><QueueUrl>http://"), "{}", r.body);
+    let r = server.raw(None, FORM, b"Action=ListQueues").await;
+    assert!(r.body.contains("/000000000000/formq</QueueUrl>"), "{}", r.body);
+    let r = server.raw(None, FORM, b"Action=GetQueueUrl&QueueName=nowhere").await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("<Code>AWS.SimpleQueueService.NonExistentQueue</Code>"), "{}", r.body);
+    assert!(r.body.starts_with("<?xml") && r.body.contains("<ErrorResponse"), "{}", r.body);
+    for (form, code) in [
+        (&b"QueueName=x"[..], "MissingParameter"),
+        (b"Action=FlyToTheMoon", "InvalidAction"),
+        (b"Action=GetQueueAttributes&AttributeName.0=All", "InvalidParameterValue"),
+        (b"Action=ReceiveMessage&QueueUrl=http://h/000000000000/formq&MaxNumberOfMessages=11", "InvalidParameterValue"),
+    ] {
+        let r = server.raw(None, FORM, form).await;
+        assert_eq!(r.status, 400, "{}", r.body);
+        assert!(r.body.contains(&format!("<Code>{code}</Code>")), "{code}: {}", r.body);
+    }
+    // The queue the form made is the one JSON requests see.
+    let r = server
+        .raw(
+            Some("AmazonSQS.GetQueueAttributes"),
+            JSON,
+            br#"{"QueueUrl": "http://h/000000000000/formq", "AttributeNames": ["DelaySeconds"]}"#,
+        )
+        .await;
+    assert_eq!(r.json["Attributes"]["DelaySeconds"], "2", "{}", r.body);
 
     let r = server.raw(Some("AmazonSQS.CreateQueue"), JSON, b"{}").await;
     assert_eq!(r.json["__type"], "com.amazonaws.sqs#MissingParameter");

@@ -225,7 +225,59 @@ fn request(addr: SocketAddr, handles: Vec<String>) -> impl Strategy<Value = Requ
         1 => json_value(addr).prop_map(|v| (Some("AmazonSQS.SendMessage".to_string()), serde_json::to_vec(&v).unwrap())),
         1 => prop::collection::vec(any::<u8>(), 0..200).prop_map(|b| (Some("AmazonSQS.ReceiveMessage".to_string()), b)),
     ];
-    (body, content_type).prop_map(|((target, body), content_type)| Request { target, content_type, body })
+    let json = (body, content_type).prop_map(|((target, body), content_type)| Request { target, content_type, body });
+    prop_oneof![9 => json, 2 => form_request(addr)]
+}
+
+/// Query-protocol spellings of the parameters, flattened lists and maps and
+/// batch entries among them, some numbered badly.
+const FORM_KEYS: &[&str] = &[
+    "QueueName",
+    "QueueUrl",
+    "MessageBody",
+    "DelaySeconds",
+    "MaxNumberOfMessages",
+    "VisibilityTimeout",
+    "WaitTimeSeconds",
+    "ReceiptHandle",
+    "Attribute.1.Name",
+    "Attribute.1.Value",
+    "Attribute.2.Name",
+    "AttributeName.1",
+    "AttributeName.0",
+    "MessageAttributeName.1",
+    "MessageAttribute.1.Name",
+    "MessageAttribute.1.Value.DataType",
+    "MessageAttribute.1.Value.StringValue",
+    "MessageAttribute.1.Value.BinaryValue",
+    "SendMessageBatchRequestEntry.1.Id",
+    "SendMessageBatchRequestEntry.1.MessageBody",
+    "SendMessageBatchRequestEntry.2.Id",
+    "DeleteMessageBatchRequestEntry.1.Id",
+    "DeleteMessageBatchRequestEntry.1.ReceiptHandle",
+    "Tag.1.Key",
+    "Tag.1.Value",
+    "Action",
+];
+
+/// A query-protocol request: a form naming an action, with parameters.
+fn form_request(addr: SocketAddr) -> impl Strategy<Value = Request> {
+    let key = prop_oneof![6 => prop::sample::select(FORM_KEYS).prop_map(str::to_string), 1 => "[A-Za-z0-9.]{1,20}"];
+    let pairs = prop::collection::vec((key, interesting_string(addr)), 0..8);
+    (prop::sample::select(ACTIONS), pairs, prop::bool::weighted(0.9)).prop_map(|(action, pairs, named)| {
+        let mut form = form_urlencoded::Serializer::new(String::new());
+        if named {
+            form.append_pair("Action", action);
+        }
+        for (k, v) in &pairs {
+            form.append_pair(k, v);
+        }
+        Request {
+            target: None,
+            content_type: "application/x-www-form-urlencoded; charset=utf-8".into(),
+            body: form.finish().into_bytes(),
+        }
+    })
 }
 
 /// Status and body of one exchange, or why there was none.
@@ -256,13 +308,19 @@ fn encode(addr: SocketAddr, r: &Request) -> Vec<u8> {
     bytes
 }
 
-/// Checks one answer: a success, or a 4xx with an SQS error body.
-fn check(status: u16, body: &[u8]) -> Result<(), String> {
+/// Checks one answer: a success, or a 4xx with an SQS error body (XML for
+/// a query-protocol form).
+fn check(status: u16, body: &[u8], form: bool) -> Result<(), String> {
     if status == 200 {
         return Ok(());
     }
     if !(400..500).contains(&status) {
         return Err(format!("status {status}: {}", String::from_utf8_lossy(body)));
+    }
+    if form {
+        let text = String::from_utf8_lossy(body);
+        let shaped = text.starts_with("<?xml") && text.contains("<ErrorResponse") && text.contains("<Code>");
+        return if shaped { Ok(()) } else { Err(format!("status {status}, not a query-protocol error: {text}")) };
     }
     let json: Value = serde_json::from_slice(body).map_err(|e| format!("status {status}, error body not JSON: {e}"))?;
     match json["__type"].as_str() {
@@ -309,7 +367,8 @@ fn generated_requests_get_answers_never_panics_or_hangs() {
     let mut runner = TestRunner::new(Config { cases: 1000, failure_persistence: None, ..Config::default() });
     let outcome = runner.run(&request(addr, handles), |r| {
         let (status, body) = runtime.block_on(exchange(addr, &encode(addr, &r))).map_err(TestCaseError::fail)?;
-        check(status, &body).map_err(TestCaseError::fail)
+        check(status, &body, r.content_type.starts_with("application/x-www-form-urlencoded"))
+            .map_err(TestCaseError::fail)
     });
     if let Err(failure) = outcome {
         panic!("{failure}");

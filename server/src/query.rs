@@ -1,0 +1,349 @@
+//! SQS's query protocol, for SDKs from before the JSON protocol (boto3
+//! before 1.28.5x, the AWS SDK for Java 1.x and Go v1 before late 2023):
+//! form-encoded requests (`Action=SendMessage&QueueUrl=...`) and XML
+//! answers. A request becomes the JSON protocol's input for the same action
+//! and an answer is rendered from the JSON protocol's output, so both
+//! protocols run the same actions, checks and errors.
+//!
+//! Invariant: every field the JSON protocol reads has its query spelling
+//! here (flattened lists `Name.N`, flattened maps `Name.N.Name` /
+//! `Name.N.Value`, batch entries `...RequestEntry.N.Field`); a form that does
+//! not decode is an SQS error, never a panic.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::error::{ErrorCode, SqsError};
+
+/// The XML namespace of SQS's query answers.
+const NAMESPACE: &str = "http://queue.amazonaws.com/doc/2012-11-05/";
+
+/// Fields the JSON protocol reads as integers.
+const INTEGER_FIELDS: &[&str] = &[
+    "DelaySeconds",
+    "MaxNumberOfMessages",
+    "VisibilityTimeout",
+    "WaitTimeSeconds",
+    "MaxResults",
+    "MaxNumberOfMessagesPerSecond",
+];
+
+/// A form key split at its dots: a value, or named or numbered children.
+#[derive(Debug, Default)]
+struct Node {
+    value: Option<String>,
+    children: BTreeMap<String, Node>,
+}
+
+impl Node {
+    fn insert(&mut self, path: &[&str], value: String) -> Result<(), SqsError> {
+        match path.split_first() {
+            None if self.value.is_some() => Err(SqsError::invalid("A query parameter is given twice.")),
+            None => {
+                self.value = Some(value);
+                Ok(())
+            }
+            Some((head, rest)) => self.children.entry((*head).to_string()).or_default().insert(rest, value),
+        }
+    }
+
+    /// The children named `1`, `2`, ... in numeric order (SQS numbers
+    /// flattened members from 1); anything else under the name is an error.
+    fn members(&self, name: &str) -> Result<Vec<&Node>, SqsError> {
+        let mut numbered = Vec::with_capacity(self.children.len());
+        for (index, node) in &self.children {
+            match index.parse::<u32>() {
+                Ok(n) if n >= 1 && !index.starts_with('0') => numbered.push((n, node)),
+                _ => return Err(SqsError::invalid(format!("Query parameter {name}.{index} is not numbered from 1."))),
+            }
+        }
+        numbered.sort_unstable_by_key(|(n, _)| *n);
+        Ok(numbered.into_iter().map(|(_, node)| node).collect())
+    }
+
+    fn text(&self, name: &str) -> Result<String, SqsError> {
+        match (&self.value, self.children.is_empty()) {
+            (Some(value), true) => Ok(value.clone()),
+            _ => Err(SqsError::invalid(format!("Query parameter {name} needs a single value."))),
+        }
+    }
+}
+
+/// Whether a request's `Content-Type` is the query protocol's form.
+pub(crate) fn is_form(content_type: &str) -> bool {
+    content_type.to_ascii_lowercase().starts_with("application/x-www-form-urlencoded")
+}
+
+/// The action and its JSON-protocol input from a form body.
+pub(crate) fn decode(body: &[u8]) -> Result<(String, Vec<u8>), SqsError> {
+    let mut root = Node::default();
+    for (key, value) in form_urlencoded::parse(body) {
+        let path: Vec<&str> = key.split('.').collect();
+        if path.iter().any(|segment| segment.is_empty()) {
+            return Err(SqsError::invalid(format!("Query parameter '{key}' is not a valid name.")));
+        }
+        root.insert(&path, value.into_owned())?;
+    }
+    let action = match root.children.remove("Action") {
+        Some(node) => node.text("Action")?,
+        None => {
+            return Err(SqsError::new(ErrorCode::MissingParameter, "The request must contain the parameter Action."));
+        }
+    };
+    root.children.remove("Version");
+    let input = object(&root)?;
+    Ok((action, Value::Object(input).to_string().into_bytes()))
+}
+
+/// The JSON input object of a node's children.
+fn object(node: &Node) -> Result<Map<String, Value>, SqsError> {
+    let mut out = Map::new();
+    for (name, child) in &node.children {
+        let (field, value) = field(name, child)?;
+        out.insert(field, value);
+    }
+    Ok(out)
+}
+
+/// One form field as its JSON name and value.
+fn field(name: &str, node: &Node) -> Result<(String, Value), SqsError> {
+    if node.value.is_some() && !node.children.is_empty() {
+        return Err(SqsError::invalid(format!("Query parameter {name} is given both a value and members.")));
+    }
+    Ok(match name {
+        "Attribute" => ("Attributes".into(), map(name, node, "Name", "Value")?),
+        "Tag" => ("tags".into(), map(name, node, "Key", "Value")?),
+        "MessageAttribute" | "MessageSystemAttribute" => (format!("{name}s"), map(name, node, "Name", "Value")?),
+        "AttributeName" | "MessageAttributeName" | "MessageSystemAttributeName" => {
+            let names = node.members(name)?.into_iter().map(|n| n.text(name).map(Value::String));
+            (format!("{name}s"), Value::Array(names.collect::<Result<_, _>>()?))
+        }
+        entries if entries.ends_with("RequestEntry") => {
+            let members = node.members(name)?.into_iter().map(|n| object(n).map(Value::Object));
+            ("Entries".into(), Value::Array(members.collect::<Result<_, _>>()?))
+        }
+        _ if !node.children.is_empty() => (name.to_string(), Value::Object(object(node)?)),
+        integer if INTEGER_FIELDS.contains(&integer) => {
+            let text = node.text(name)?;
+            // Not a number: left as text, so the action's decoder refuses it.
+            let value = text.parse::<i64>().map_or(Value::String(text), Value::from);
+            (name.to_string(), value)
+        }
+        _ => (name.to_string(), Value::String(node.text(name)?)),
+    })
+}
+
+/// A flattened map (`Name.N.<key>` and `Name.N.<value>`) as a JSON object.
+fn map(name: &str, node: &Node, key: &str, value: &str) -> Result<Value, SqsError> {
+    let mut out = Map::new();
+    for member in node.members(name)? {
+        let k = member.children.get(key).ok_or_else(|| SqsError::missing(&format!("{name}.N.{key}")))?;
+        let v = member.children.get(value).ok_or_else(|| SqsError::missing(&format!("{name}.N.{value}")))?;
+        let v = if v.children.is_empty() { Value::String(v.text(value)?) } else { Value::Object(object(v)?) };
+        out.insert(k.text(key)?, v);
+    }
+    Ok(Value::Object(out))
+}
+
+/// An action's answer as the query protocol's XML.
+pub(crate) fn render(action: &str, result: &Value, request_id: &str) -> String {
+    let mut out = format!("<?xml version=\"1.0\"?><{action}Response xmlns=\"{NAMESPACE}\">");
+    if let Some(fields) = result.as_object().filter(|fields| !fields.is_empty()) {
+        out.push_str(&format!("<{action}Result>"));
+        members(action, fields, &mut out);
+        out.push_str(&format!("</{action}Result>"));
+    }
+    out.push_str(&format!("<ResponseMetadata><RequestId>{}</RequestId></ResponseMetadata>", escape(request_id)));
+    out.push_str(&format!("</{action}Response>"));
+    out
+}
+
+fn members(action: &str, fields: &Map<String, Value>, out: &mut String) {
+    for (name, value) in fields {
+        match (name.as_str(), value) {
+            ("QueueUrls" | "queueUrls", Value::Array(urls)) => each("QueueUrl", urls, action, out),
+            ("Messages", Value::Array(messages)) => each("Message", messages, action, out),
+            ("Successful", Value::Array(entries)) => each(&format!("{action}ResultEntry"), entries, action, out),
+            ("Failed", Value::Array(entries)) => each("BatchResultErrorEntry", entries, action, out),
+            ("Results", Value::Array(entries)) => each(&format!("{action}ResultEntry"), entries, action, out),
+            ("Attributes" | "MessageAttributes", Value::Object(map)) => {
+                let element = name.trim_end_matches('s');
+                for (key, value) in map {
+                    out.push_str(&format!("<{element}><Name>{}</Name>", escape(key)));
+                    element_of("Value", value, action, out);
+                    out.push_str(&format!("</{element}>"));
+                }
+            }
+            (_, Value::Array(items)) => each(name, items, action, out),
+            _ => element_of(name, value, action, out),
+        }
+    }
+}
+
+/// Every item of a flattened list as one `<name>` element.
+fn each(name: &str, items: &[Value], action: &str, out: &mut String) {
+    for item in items {
+        element_of(name, item, action, out);
+    }
+}
+
+fn element_of(name: &str, value: &Value, action: &str, out: &mut String) {
+    match value {
+        Value::Null => {}
+        Value::Object(fields) => {
+            out.push_str(&format!("<{name}>"));
+            members(action, fields, out);
+            out.push_str(&format!("</{name}>"));
+        }
+        Value::String(text) => out.push_str(&format!("<{name}>{}</{name}>", escape(text))),
+        other => out.push_str(&format!("<{name}>{other}</{name}>")),
+    }
+}
+
+/// An error as the query protocol's `ErrorResponse`, with the query code
+/// the SDKs map to their modeled errors.
+pub(crate) fn render_error(error: &SqsError, request_id: &str) -> String {
+    let fault = if error.code.is_sender_fault() { "Sender" } else { "Receiver" };
+    format!(
+        "<?xml version=\"1.0\"?><ErrorResponse xmlns=\"{NAMESPACE}\"><Error><Type>{fault}</Type><Code>{}</Code>\
+         <Message>{}</Message><Detail/></Error><RequestId>{}</RequestId></ErrorResponse>",
+        escape(error.code.query_code()),
+        escape(&error.message),
+        escape(request_id)
+    )
+}
+
+/// Text as XML character data. Characters XML 1.0 cannot carry at all
+/// never reach here: message bodies are checked against SQS's allowed
+/// characters on send, and everything else is the server's own text.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\r' => out.push_str("&#xD;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decoded(form: &str) -> (String, Value) {
+        let (action, json) = decode(form.as_bytes()).unwrap();
+        (action, serde_json::from_slice(&json).unwrap())
+    }
+
+    #[test]
+    fn a_form_becomes_the_json_protocols_input() {
+        let (action, input) = decoded(
+            "Action=SendMessageBatch&Version=2012-11-05&QueueUrl=http%3A%2F%2Fh%2F000000000000%2Fq\
+             &SendMessageBatchRequestEntry.2.Id=b&SendMessageBatchRequestEntry.2.MessageBody=two\
+             &SendMessageBatchRequestEntry.1.Id=a&SendMessageBatchRequestEntry.1.MessageBody=one+%26+more\
+             &SendMessageBatchRequestEntry.1.DelaySeconds=5\
+             &SendMessageBatchRequestEntry.1.MessageAttribute.1.Name=k\
+             &SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.DataType=String\
+             &SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.StringValue=v",
+        );
+        assert_eq!(action, "SendMessageBatch");
+        assert_eq!(
+            input,
+            serde_json::json!({
+                "QueueUrl": "http://h/000000000000/q",
+                "Entries": [
+                    {"Id": "a", "MessageBody": "one & more", "DelaySeconds": 5,
+                     "MessageAttributes": {"k": {"DataType": "String", "StringValue": "v"}}},
+                    {"Id": "b", "MessageBody": "two"},
+                ],
+            })
+        );
+        let (_, input) = decoded(
+            "Action=ReceiveMessage&QueueUrl=u&AttributeName.2=SentTimestamp&AttributeName.1=All\
+             &MessageAttributeName.1=All&MaxNumberOfMessages=10&WaitTimeSeconds=x",
+        );
+        assert_eq!(input["AttributeNames"], serde_json::json!(["All", "SentTimestamp"]));
+        assert_eq!(input["MessageAttributeNames"], serde_json::json!(["All"]));
+        assert_eq!(input["MaxNumberOfMessages"], 10);
+        assert_eq!(input["WaitTimeSeconds"], "x", "left for the action to refuse");
+        let (_, input) = decoded(
+            "Action=CreateQueue&QueueName=q&Attribute.1.Name=VisibilityTimeout&Attribute.1.Value=40\
+             &Tag.1.Key=team&Tag.1.Value=a",
+        );
+        assert_eq!(input["Attributes"], serde_json::json!({"VisibilityTimeout": "40"}));
+        assert_eq!(input["tags"], serde_json::json!({"team": "a"}));
+    }
+
+    #[test]
+    fn a_form_that_does_not_decode_is_an_error() {
+        for form in [
+            "QueueUrl=u",
+            "Action=SendMessage&Action=ReceiveMessage",
+            "Action=GetQueueAttributes&AttributeName.0=All",
+            "Action=GetQueueAttributes&AttributeName.x=All",
+            "Action=GetQueueAttributes&AttributeName.01=All",
+            "Action=CreateQueue&Attribute.1.Name=VisibilityTimeout",
+            "Action=CreateQueue&Attribute.1.Value=3",
+            "Action=SendMessage&QueueUrl=u&QueueUrl.1=v",
+            "Action=SendMessage&.=x",
+            "Action.Sub=SendMessage",
+        ] {
+            assert!(decode(form.as_bytes()).is_err(), "{form}");
+        }
+    }
+
+    #[test]
+    fn answers_and_errors_render_as_the_query_protocols_xml() {
+        let result = serde_json::json!({
+            "Messages": [{
+                "MessageId": "m-1", "Body": "<a & b>", "ReceiptHandle": "lq1.x",
+                "Attributes": {"ApproximateReceiveCount": "2"},
+                "MessageAttributes": {"k": {"DataType": "String", "StringValue": "v"}},
+            }],
+        });
+        let xml = render("ReceiveMessage", &result, "req-1");
+        assert!(xml.starts_with("<?xml version=\"1.0\"?><ReceiveMessageResponse xmlns="), "{xml}");
+        for part in [
+            "<ReceiveMessageResult><Message>",
+            "<Body>&lt;a &amp; b&gt;</Body>",
+            "<Attribute><Name>ApproximateReceiveCount</Name><Value>2</Value></Attribute>",
+            "<MessageAttribute><Name>k</Name><Value><DataType>String</DataType><StringValue>v</StringValue></Value>\
+             </MessageAttribute>",
+            "<ResponseMetadata><RequestId>req-1</RequestId></ResponseMetadata></ReceiveMessageResponse>",
+        ] {
+            assert!(xml.contains(part), "{part} in {xml}");
+        }
+        let batch = serde_json::json!({
+            "Successful": [{"Id": "a", "MessageId": "m"}],
+            "Failed": [{"Id": "b", "Code": "InvalidParameterValue", "Message": "no", "SenderFault": true}],
+        });
+        let xml = render("SendMessageBatch", &batch, "r");
+        assert!(
+            xml.contains(
+                "<SendMessageBatchResultEntry><Id>a</Id><MessageId>m</MessageId></SendMessageBatchResultEntry>"
+            )
+        );
+        assert!(
+            xml.contains(
+                "<BatchResultErrorEntry><Code>InvalidParameterValue</Code><Id>b</Id><Message>no</Message>\
+                              <SenderFault>true</SenderFault></BatchResultErrorEntry>"
+            ),
+            "{xml}"
+        );
+        let xml = render("ListQueues", &serde_json::json!({"QueueUrls": ["u1", "u2"]}), "r");
+        assert!(xml.contains("<ListQueuesResult><QueueUrl>u1</QueueUrl><QueueUrl>u2</QueueUrl></ListQueuesResult>"));
+        let xml = render("DeleteMessage", &serde_json::json!({}), "r");
+        assert!(!xml.contains("DeleteMessageResult"), "{xml}");
+        let missing = SqsError::new(ErrorCode::QueueDoesNotExist, "The queue <q> does not exist.");
+        let xml = render_error(&missing, "r");
+        assert!(xml.contains("<Type>Sender</Type><Code>AWS.SimpleQueueService.NonExistentQueue</Code>"), "{xml}");
+        assert!(xml.contains("<Message>The queue &lt;q&gt; does not exist.</Message>"), "{xml}");
+    }
+}
