@@ -45,10 +45,13 @@ pub(crate) const ACTIONS: &[&str] = &[
     "StartMessageMoveTask",
     "ListMessageMoveTasks",
     "CancelMessageMoveTask",
+    "TagQueue",
+    "UntagQueue",
+    "ListQueueTags",
 ];
 
 /// SQS actions that exist but that leaseq-server does not implement.
-const UNSUPPORTED: &[&str] = &["AddPermission", "RemovePermission", "TagQueue", "UntagQueue", "ListQueueTags"];
+const UNSUPPORTED: &[&str] = &["AddPermission", "RemovePermission"];
 
 /// Runs `action` on `body`.
 pub(crate) async fn dispatch(call: Call<'_>, action: &str, body: &[u8]) -> Result<Value, SqsError> {
@@ -71,6 +74,9 @@ pub(crate) async fn dispatch(call: Call<'_>, action: &str, body: &[u8]) -> Resul
         "StartMessageMoveTask" => move_tasks::start(&call, parse(body)?),
         "ListMessageMoveTasks" => move_tasks::list(&call, parse(body)?),
         "CancelMessageMoveTask" => move_tasks::cancel(&call, parse(body)?),
+        "TagQueue" => queues::tag(&call, parse(body)?),
+        "UntagQueue" => queues::untag(&call, parse(body)?),
+        "ListQueueTags" => queues::list_tags(&call, parse(body)?),
         other if UNSUPPORTED.contains(&other) => Err(SqsError::new(
             ErrorCode::UnsupportedOperation,
             format!("leaseq-server does not implement {other} (docs/server.md lists what it does)."),
@@ -141,7 +147,7 @@ mod tests {
             r#"{"SourceArn":"arn:aws:sqs:us-east-1:000000000000:q","MaxNumberOfMessagesPerSecond":0,"TaskHandle":"h"}"#
                 .into(),
         ];
-        for action in ACTIONS.iter().chain(&["Nope", "TagQueue", ""]) {
+        for action in ACTIONS.iter().chain(&["Nope", "AddPermission", ""]) {
             for body in &bodies {
                 let _ = dispatch(call(), action, body.as_bytes()).await;
             }

@@ -98,7 +98,7 @@ mod tests {
     #[test]
     fn renders_requests_and_queue_stats() {
         let registry = Registry::open(leaseq::Engine::new(), None).unwrap();
-        registry.create("jobs", &HashMap::new()).unwrap();
+        registry.create("jobs", &HashMap::new(), &HashMap::new()).unwrap();
         registry.get("jobs").unwrap().queue.send(&b"x"[..]).unwrap();
         let requests = RequestCounts::default();
         requests.record(Some("SendMessage"), None);

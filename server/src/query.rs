@@ -92,7 +92,13 @@ pub(crate) fn decode(body: &[u8]) -> Result<(String, Vec<u8>), SqsError> {
         }
     };
     root.children.remove("Version");
-    let input = object(&root)?;
+    let mut input = object(&root)?;
+    // CreateQueue spells its tags in lower case, TagQueue does not.
+    if action == "TagQueue" {
+        if let Some(tags) = input.remove("tags") {
+            input.insert("Tags".into(), tags);
+        }
+    }
     Ok((action, Value::Object(input).to_string().into_bytes()))
 }
 
@@ -115,7 +121,7 @@ fn field(name: &str, node: &Node) -> Result<(String, Value), SqsError> {
         "Attribute" => ("Attributes".into(), map(name, node, "Name", "Value")?),
         "Tag" => ("tags".into(), map(name, node, "Key", "Value")?),
         "MessageAttribute" | "MessageSystemAttribute" => (format!("{name}s"), map(name, node, "Name", "Value")?),
-        "AttributeName" | "MessageAttributeName" | "MessageSystemAttributeName" => {
+        "AttributeName" | "MessageAttributeName" | "MessageSystemAttributeName" | "TagKey" => {
             let names = node.members(name)?.into_iter().map(|n| n.text(name).map(Value::String));
             (format!("{name}s"), Value::Array(names.collect::<Result<_, _>>()?))
         }
@@ -167,6 +173,13 @@ fn members(action: &str, fields: &Map<String, Value>, out: &mut String) {
             ("Successful", Value::Array(entries)) => each(&format!("{action}ResultEntry"), entries, action, out),
             ("Failed", Value::Array(entries)) => each("BatchResultErrorEntry", entries, action, out),
             ("Results", Value::Array(entries)) => each(&format!("{action}ResultEntry"), entries, action, out),
+            ("Tags", Value::Object(map)) => {
+                for (key, value) in map {
+                    out.push_str(&format!("<Tag><Key>{}</Key>", escape(key)));
+                    element_of("Value", value, action, out);
+                    out.push_str("</Tag>");
+                }
+            }
             ("Attributes" | "MessageAttributes", Value::Object(map)) => {
                 let element = name.trim_end_matches('s');
                 for (key, value) in map {
@@ -279,6 +292,10 @@ mod tests {
         );
         assert_eq!(input["Attributes"], serde_json::json!({"VisibilityTimeout": "40"}));
         assert_eq!(input["tags"], serde_json::json!({"team": "a"}));
+        let (_, input) = decoded("Action=TagQueue&QueueUrl=u&Tag.1.Key=team&Tag.1.Value=b");
+        assert_eq!(input["Tags"], serde_json::json!({"team": "b"}), "TagQueue's member is Tags");
+        let (_, input) = decoded("Action=UntagQueue&QueueUrl=u&TagKey.1=team&TagKey.2=env");
+        assert_eq!(input["TagKeys"], serde_json::json!(["team", "env"]));
     }
 
     #[test]
@@ -339,6 +356,8 @@ mod tests {
         );
         let xml = render("ListQueues", &serde_json::json!({"QueueUrls": ["u1", "u2"]}), "r");
         assert!(xml.contains("<ListQueuesResult><QueueUrl>u1</QueueUrl><QueueUrl>u2</QueueUrl></ListQueuesResult>"));
+        let xml = render("ListQueueTags", &serde_json::json!({"Tags": {"team": "a&b"}}), "r");
+        assert!(xml.contains("<ListQueueTagsResult><Tag><Key>team</Key><Value>a&amp;b</Value></Tag>"), "{xml}");
         let xml = render("DeleteMessage", &serde_json::json!({}), "r");
         assert!(!xml.contains("DeleteMessageResult"), "{xml}");
         let missing = SqsError::new(ErrorCode::QueueDoesNotExist, "The queue <q> does not exist.");

@@ -58,6 +58,22 @@ pub(crate) struct GetAttributesInput {
     attribute_names: Vec<String>,
 }
 
+/// TagQueue's input.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub(crate) struct TagQueueInput {
+    queue_url: Option<String>,
+    tags: Option<HashMap<String, String>>,
+}
+
+/// UntagQueue's input.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub(crate) struct UntagQueueInput {
+    queue_url: Option<String>,
+    tag_keys: Option<Vec<String>>,
+}
+
 /// SetQueueAttributes' input.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -68,10 +84,7 @@ pub(crate) struct SetAttributesInput {
 
 pub(crate) fn create(call: &Call<'_>, input: CreateQueueInput) -> Result<Value, SqsError> {
     let name = required(input.queue_name, "QueueName")?;
-    if !input.tags.is_empty() {
-        return Err(SqsError::invalid("leaseq-server does not support queue tags; create the queue without tags."));
-    }
-    call.registry.create(&name, &input.attributes)?;
+    call.registry.create(&name, &input.attributes, &input.tags)?;
     Ok(json!({ "QueueUrl": queue_url(call.host, &name) }))
 }
 
@@ -117,6 +130,32 @@ fn page(call: &Call<'_>, names: Vec<String>, input: ListQueuesInput, field: &str
         out["NextToken"] = json!(shown.last().map(|n| n.as_str()));
     }
     Ok(out)
+}
+
+/// TagQueue: adds tags, replacing the values of keys given again.
+pub(crate) fn tag(call: &Call<'_>, input: TagQueueInput) -> Result<Value, SqsError> {
+    let url = required(input.queue_url.as_deref(), "QueueUrl")?;
+    let tags = required(input.tags, "Tags")?;
+    call.registry.change_tags(name_from_url(url)?, |current| crate::settings::with_tags(current, &tags))?;
+    Ok(json!({}))
+}
+
+/// UntagQueue: removes the tags with the keys given (absent keys are no
+/// error, as in SQS).
+pub(crate) fn untag(call: &Call<'_>, input: UntagQueueInput) -> Result<Value, SqsError> {
+    let url = required(input.queue_url.as_deref(), "QueueUrl")?;
+    let keys = required(input.tag_keys, "TagKeys")?;
+    call.registry.change_tags(name_from_url(url)?, |current| {
+        Ok(current.iter().filter(|(k, _)| !keys.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect())
+    })?;
+    Ok(json!({}))
+}
+
+/// ListQueueTags: every tag of the queue (`Tags` left out when there are none).
+pub(crate) fn list_tags(call: &Call<'_>, input: QueueUrlInput) -> Result<Value, SqsError> {
+    let entry = queue_of(call, input.queue_url.as_deref())?;
+    let tags = entry.settings().tags;
+    Ok(if tags.is_empty() { json!({}) } else { json!({ "Tags": tags }) })
 }
 
 pub(crate) fn delete(call: &Call<'_>, input: QueueUrlInput) -> Result<Value, SqsError> {

@@ -9,7 +9,7 @@
 //! settings file in the data dir is rewritten as well (atomically, by
 //! rename), which data dirs written before the metadata existed rely on.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
@@ -166,7 +166,13 @@ impl Registry {
     /// Creates queue `name` with `attributes`. An existing queue whose
     /// attributes match every one given is success, as in SQS; a mismatch is
     /// `QueueNameExists`.
-    pub(crate) fn create(&self, name: &str, attributes: &HashMap<String, String>) -> Result<(), SqsError> {
+    /// Tags are set only on a new queue (an existing one keeps its own).
+    pub(crate) fn create(
+        &self,
+        name: &str,
+        attributes: &HashMap<String, String>,
+        tags: &HashMap<String, String>,
+    ) -> Result<(), SqsError> {
         if name.ends_with(".fifo") {
             return Err(fifo_unsupported());
         }
@@ -183,7 +189,8 @@ impl Registry {
             }
             return Ok(());
         }
-        let settings = QueueSettings::new(now).with(attributes)?;
+        let mut settings = QueueSettings::new(now).with(attributes)?;
+        settings.tags = crate::settings::with_tags(&settings.tags, tags)?;
         let mut config = QueueConfig::default()
             .visibility_timeout(Duration::from_secs(settings.visibility_timeout.into()))
             .max_payload(MAX_MESSAGE_SIZE as usize + ENVELOPE_ALLOWANCE)
@@ -234,6 +241,24 @@ impl Registry {
         if next.message_retention_period != settings.message_retention_period {
             entry.queue.set_retention(Some(retention_of(&next)))?;
         }
+        *settings = next;
+        drop(settings);
+        self.save()
+    }
+
+    /// Changes queue `name`'s tags with `change` (which checks them), kept
+    /// as its attributes are.
+    pub(crate) fn change_tags(
+        &self,
+        name: &str,
+        change: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, SqsError>,
+    ) -> Result<(), SqsError> {
+        let _serial = lock(&self.changes);
+        let entry = self.get(name)?;
+        let mut settings = lock(&entry.settings);
+        let mut next = settings.clone();
+        next.tags = change(&settings.tags)?;
+        store(&entry.queue, &next)?;
         *settings = next;
         drop(settings);
         self.save()

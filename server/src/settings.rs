@@ -53,6 +53,10 @@ pub(crate) struct QueueSettings {
     pub(crate) created: u64,
     /// `LastModifiedTimestamp` (Unix s).
     pub(crate) last_modified: u64,
+    /// Tags (CreateQueue's `tags`, TagQueue): labels SQS gives no meaning,
+    /// kept and reported as given.
+    #[serde(default)]
+    pub(crate) tags: BTreeMap<String, String>,
 }
 
 impl QueueSettings {
@@ -67,6 +71,7 @@ impl QueueSettings {
             redrive: None,
             created: now,
             last_modified: now,
+            tags: BTreeMap::new(),
         }
     }
 
@@ -188,6 +193,44 @@ const ALL_ATTRIBUTES: &[&str] = &[
 /// The error for any FIFO request.
 pub(crate) fn fifo_unsupported() -> SqsError {
     SqsError::invalid("FIFO queues are not supported by leaseq-server; create a standard queue (docs/server.md).")
+}
+
+/// Most tags one queue holds (SQS's quota).
+pub(crate) const MAX_TAGS: usize = 50;
+
+/// `current` with `adding` merged in (a key given again takes the new
+/// value), if every tag keeps SQS's rules: keys of 1 to 128 characters not
+/// starting with `aws:`, values of at most 256, letters, digits, white space
+/// and `_ . : / = + - @` only, and at most `MAX_TAGS` in all.
+pub(crate) fn with_tags(
+    current: &BTreeMap<String, String>,
+    adding: &HashMap<String, String>,
+) -> Result<BTreeMap<String, String>, SqsError> {
+    let allowed = |text: &str| text.chars().all(|c| c.is_alphanumeric() || c.is_whitespace() || "_.:/=+-@".contains(c));
+    let invalid = |why: String| SqsError::invalid(format!("Invalid tag: {why}."));
+    for (key, value) in adding {
+        let shown: String = key.chars().take(128).collect();
+        if key.is_empty() || key.chars().count() > 128 {
+            return Err(invalid(format!("the key '{shown}' must be 1 to 128 characters")));
+        }
+        if key.to_ascii_lowercase().starts_with("aws:") {
+            return Err(invalid(format!("the key '{shown}' starts with the reserved prefix aws:")));
+        }
+        if value.chars().count() > 256 {
+            return Err(invalid(format!("the value of '{shown}' is longer than 256 characters")));
+        }
+        if !allowed(key) || !allowed(value) {
+            return Err(invalid(format!(
+                "'{shown}' has a character other than letters, digits, white space and _ . : / = + - @"
+            )));
+        }
+    }
+    let mut next = current.clone();
+    next.extend(adding.iter().map(|(k, v)| (k.clone(), v.clone())));
+    if next.len() > MAX_TAGS {
+        return Err(invalid(format!("a queue holds at most {MAX_TAGS} tags; this would make {}", next.len())));
+    }
+    Ok(next)
 }
 
 /// The `RedrivePolicy` JSON SQS reports.

@@ -155,6 +155,19 @@ check(dead and dead[0]["Body"] == "poison", "poison message in the dead-letter q
 sources = sqs.list_dead_letter_source_queues(QueueUrl=dlq_url)["queueUrls"]
 check(sources == [src_url], "dead-letter sources")
 
+# Tags: set at creation, added, removed, listed.
+tagged = sqs.create_queue(QueueName="smoke-tagged", tags={"team": "payments", "env": "dev"})["QueueUrl"]
+sqs.tag_queue(QueueUrl=tagged, Tags={"env": "prod", "cost": "42 / ops"})
+sqs.untag_queue(QueueUrl=tagged, TagKeys=["team"])
+tags = sqs.list_queue_tags(QueueUrl=tagged).get("Tags", {})
+check(tags == {"env": "prod", "cost": "42 / ops"}, f"queue tags: {tags}")
+try:
+    sqs.tag_queue(QueueUrl=tagged, Tags={"aws:reserved": "x"})
+    check(False, "a reserved tag key should be refused")
+except botocore.exceptions.ClientError as e:
+    check(e.response["Error"]["Code"] == "InvalidParameterValue", "reserved tag key refused")
+sqs.delete_queue(QueueUrl=tagged)
+
 # The error shape for a missing queue: botocore maps it to the modeled
 # exception through the query-compatible code.
 try:

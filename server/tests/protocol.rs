@@ -27,7 +27,7 @@ async fn malformed_requests_get_sqs_errors() {
     assert_eq!(r.json["__type"], "com.amazonaws.sqs#UnknownOperationException");
     assert!(r.json["message"].as_str().unwrap().contains("FlyToTheMoon"));
 
-    let r = server.raw(Some("AmazonSQS.TagQueue"), JSON, b"{}").await;
+    let r = server.raw(Some("AmazonSQS.AddPermission"), JSON, b"{}").await;
     assert_eq!(r.json["__type"], "com.amazonaws.sqs#UnsupportedOperation");
     assert_eq!(r.query_error.as_deref(), Some("AWS.SimpleQueueService.UnsupportedOperation;Sender"));
 

@@ -264,6 +264,50 @@ async fn a_redrive_policy_set_later_moves_poison_and_can_be_removed() {
     server.stop().await;
 }
 
+async fn tags_of(client: &aws_sdk_sqs::Client, url: &str) -> std::collections::BTreeMap<String, String> {
+    let listed = client.list_queue_tags().queue_url(url).send().await.unwrap();
+    listed.tags().map(|t| t.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_tags_are_kept_changed_and_listed() {
+    let server = TestServer::start().await;
+    let client = &server.client;
+    let created = client.create_queue().queue_name("tagged").tags("team", "payments").tags("env", "dev").send().await;
+    let url = created.unwrap().queue_url().unwrap().to_string();
+    let tags = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    assert_eq!(tags_of(client, &url).await, tags(&[("env", "dev"), ("team", "payments")]));
+    // A key given again takes the new value; untagging an absent key is fine.
+    client.tag_queue().queue_url(&url).tags("env", "prod").tags("cost-centre", "42 / ops").send().await.unwrap();
+    client.untag_queue().queue_url(&url).tag_keys("team").tag_keys("never-set").send().await.unwrap();
+    assert_eq!(tags_of(client, &url).await, tags(&[("cost-centre", "42 / ops"), ("env", "prod")]));
+
+    // Bad tags are refused and change nothing.
+    let before = tags_of(client, &url).await;
+    let mut many = client.tag_queue().queue_url(&url);
+    for i in 0..49 {
+        many = many.tags(format!("k{i}"), "v");
+    }
+    assert_eq!(code_of(&many.send().await.unwrap_err()), "InvalidParameterValue", "51 tags in all");
+    for (key, value) in [("aws:reserved", "v"), ("", "v"), ("k", "bad\u{1}"), (&"k".repeat(129)[..], "v")] {
+        let refused = client.tag_queue().queue_url(&url).tags(key, value).send().await.unwrap_err();
+        assert_eq!(code_of(&refused), "InvalidParameterValue", "{key:?}={value:?}");
+    }
+    let refused = client.create_queue().queue_name("never").tags("aws:x", "v").send().await.unwrap_err();
+    assert_eq!(code_of(&refused), "InvalidParameterValue");
+    assert_eq!(tags_of(client, &url).await, before);
+    assert!(client.get_queue_url().queue_name("never").send().await.is_err(), "a refused create made nothing");
+
+    // Tags are not attributes: creating the queue again with others keeps its own.
+    client.create_queue().queue_name("tagged").tags("other", "x").send().await.unwrap();
+    assert_eq!(tags_of(client, &url).await, before);
+    let plain = server.create("untagged", &[]).await;
+    assert!(client.list_queue_tags().queue_url(&plain).send().await.unwrap().tags().is_none());
+    let missing = client.list_queue_tags().queue_url(server.url("nowhere")).send().await.unwrap_err();
+    assert_eq!(code_of(&missing), "AWS.SimpleQueueService.NonExistentQueue");
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purge_empties_a_queue_and_a_used_dead_letter_queue_is_kept() {
     let server = TestServer::start().await;
@@ -315,12 +359,14 @@ async fn a_durable_server_keeps_queues_attributes_and_messages_across_restarts()
         .send()
         .await
         .unwrap();
+    server.client.tag_queue().queue_url(&url).tags("kept", "yes").send().await.unwrap();
     server.stop().await;
 
     let server = TestServer::durable(dir.clone()).await;
     let url = server.url("kept");
     let kept = redrive_policy(&server.client, &url).await.expect("the policy survived the restart");
     assert_eq!(kept["maxReceiveCount"], 4);
+    assert_eq!(tags_of(&server.client, &url).await.get("kept").map(String::as_str), Some("yes"));
     let attrs = server
         .client
         .get_queue_attributes()
