@@ -297,6 +297,7 @@ async fn queue_attributes_survive_a_failover() {
     let policy = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:tuned-dlq","maxReceiveCount":6}"#;
     let set = call(addr, "SetQueueAttributes", json!({"QueueUrl": url, "Attributes": {"RedrivePolicy": policy}})).await;
     assert_eq!(set, json!({}), "{set}");
+    call(addr, "TagQueue", json!({"QueueUrl": url, "Tags": {"team": "payments"}})).await;
     cluster.kill(leader);
     let survivor = [1, 2, 3].into_iter().find(|&id| id != leader).unwrap();
     let got = call(
@@ -313,6 +314,9 @@ async fn queue_attributes_survive_a_failover() {
     let policy: Value = serde_json::from_str(got["RedrivePolicy"].as_str().expect("a RedrivePolicy")).unwrap();
     assert_eq!(policy["maxReceiveCount"], json!(6), "{got}");
     assert!(policy["deadLetterTargetArn"].as_str().unwrap().ends_with(":tuned-dlq"), "{got}");
+    let url = queue_url(cluster.addr(survivor), "tuned");
+    let tags = call(cluster.addr(survivor), "ListQueueTags", json!({"QueueUrl": url})).await;
+    assert_eq!(tags, json!({"Tags": {"team": "payments"}}));
 }
 
 /// A raw request to `addr` with an optional auth header line; its status.
