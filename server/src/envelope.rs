@@ -6,10 +6,12 @@
 //! so a payload that some other producer put on the queue without the header
 //! decodes as a plain body and is never misread as an envelope.
 //!
-//! Layout (integers big-endian): `00 'L' 'Q' 'S'`, version (1), send time in
-//! Unix milliseconds (u64), attribute count (u8), then per attribute: name
-//! (u16 length + bytes), data type (u16 length + bytes), transport (1 string,
-//! 2 binary), value (u32 length + bytes); then the body's UTF-8 bytes.
+//! Layout (integers big-endian): `00 'L' 'Q' 'S'`, version (1, or 2 with a
+//! trace header), send time in Unix milliseconds (u64), attribute count (u8),
+//! then per attribute: name (u16 length + bytes), data type (u16 length +
+//! bytes), transport (1 string, 2 binary), value (u32 length + bytes); in
+//! version 2 the `AWSTraceHeader` system attribute (u16 length + bytes);
+//! then the body's UTF-8 bytes.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +19,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 const MAGIC: [u8; 4] = [0, b'L', b'Q', b'S'];
 const VERSION: u8 = 1;
+/// The layout with a trace header (written only for messages that have one,
+/// so the others stay readable by servers from before it).
+const VERSION_TRACED: u8 = 2;
 
 /// One message attribute's value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +61,8 @@ pub(crate) struct Envelope {
     pub(crate) attributes: BTreeMap<String, MessageAttribute>,
     /// When it was sent (Unix ms); `None` for a payload without the header.
     pub(crate) sent_ms: Option<u64>,
+    /// The `AWSTraceHeader` system attribute (an X-Ray trace header), if sent.
+    pub(crate) trace_header: Option<String>,
 }
 
 impl Envelope {
@@ -64,7 +71,7 @@ impl Envelope {
     pub(crate) fn encode(&self) -> Bytes {
         let mut out = BytesMut::with_capacity(16 + self.body.len());
         out.put_slice(&MAGIC);
-        out.put_u8(VERSION);
+        out.put_u8(if self.trace_header.is_some() { VERSION_TRACED } else { VERSION });
         out.put_u64(self.sent_ms.unwrap_or(0));
         out.put_u8(self.attributes.len() as u8);
         for (name, attribute) in &self.attributes {
@@ -80,6 +87,10 @@ impl Envelope {
             out.put_u32(value.len() as u32);
             out.put_slice(value);
         }
+        if let Some(trace) = &self.trace_header {
+            out.put_u16(trace.len() as u16);
+            out.put_slice(trace.as_bytes());
+        }
         out.put_slice(self.body.as_bytes());
         out.freeze()
     }
@@ -91,14 +102,20 @@ impl Envelope {
             body: String::from_utf8_lossy(payload).into_owned(),
             attributes: BTreeMap::new(),
             sent_ms: None,
+            trace_header: None,
         })
     }
 
     fn decode_header(payload: &[u8]) -> Option<Envelope> {
         let mut r = Reader(payload);
-        if r.take(4)? != MAGIC || r.take(1)? != [VERSION] {
+        if r.take(4)? != MAGIC {
             return None;
         }
+        let traced = match r.take(1)?[0] {
+            VERSION => false,
+            VERSION_TRACED => true,
+            _ => return None,
+        };
         let sent_ms = u64::from_be_bytes(r.take(8)?.try_into().ok()?);
         let count = r.take(1)?[0];
         let mut attributes = BTreeMap::new();
@@ -115,8 +132,9 @@ impl Envelope {
             };
             attributes.insert(name, MessageAttribute { data_type, value });
         }
+        let trace_header = if traced { Some(r.text()?) } else { None };
         let body = String::from_utf8(r.0.to_vec()).ok()?;
-        Some(Envelope { body, attributes, sent_ms: Some(sent_ms) })
+        Some(Envelope { body, attributes, sent_ms: Some(sent_ms), trace_header })
     }
 }
 
@@ -153,7 +171,11 @@ mod tests {
             "blob".to_string(),
             MessageAttribute { data_type: "Binary.png".into(), value: AttributeValue::Binary(vec![0, 255, 7]) },
         );
-        let message = Envelope { body: "héllo".into(), attributes, sent_ms: Some(1_700_000_000_123) };
+        let mut message =
+            Envelope { body: "héllo".into(), attributes, sent_ms: Some(1_700_000_000_123), trace_header: None };
+        assert_eq!(Envelope::decode(&message.encode()), message);
+        assert_eq!(message.encode()[4], VERSION, "no trace header: the first layout");
+        message.trace_header = Some("Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1".into());
         assert_eq!(Envelope::decode(&message.encode()), message);
     }
 
@@ -164,7 +186,8 @@ mod tests {
         assert!(decoded.attributes.is_empty());
         assert_eq!(decoded.sent_ms, None);
         // A truncated header is not misread either.
-        let truncated = &Envelope { body: "x".into(), attributes: BTreeMap::new(), sent_ms: Some(1) }.encode()[..6];
+        let message = Envelope { body: "x".into(), attributes: BTreeMap::new(), sent_ms: Some(1), trace_header: None };
+        let truncated = &message.encode()[..6];
         assert_eq!(Envelope::decode(truncated).sent_ms, None);
     }
 }

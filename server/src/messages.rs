@@ -52,6 +52,8 @@ pub(crate) struct SendInput {
     delay_seconds: Option<i64>,
     #[serde(default)]
     message_attributes: HashMap<String, AttributeInput>,
+    #[serde(default)]
+    message_system_attributes: HashMap<String, AttributeInput>,
     message_deduplication_id: Option<String>,
 }
 
@@ -167,6 +169,9 @@ fn sent_fields(id: leaseq::MessageId, envelope: &Envelope) -> Value {
     if let Some(md5) = attributes_md5(&envelope.attributes) {
         out["MD5OfMessageAttributes"] = json!(md5);
     }
+    if let Some(md5) = attributes_md5(&system_attributes(envelope)) {
+        out["MD5OfMessageSystemAttributes"] = json!(md5);
+    }
     out
 }
 
@@ -214,8 +219,52 @@ fn message_of(entry: &QueueEntry, input: &SendInput) -> Result<(Envelope, Durati
             settings.maximum_message_size
         )));
     }
-    let envelope = Envelope { body, attributes, sent_ms: Some(unix_now_ms()) };
+    let trace_header = trace_header_of(&input.message_system_attributes)?;
+    let envelope = Envelope { body, attributes, sent_ms: Some(unix_now_ms()), trace_header };
     Ok((envelope, Duration::from_secs(delay.into())))
+}
+
+/// Longest `AWSTraceHeader` kept (an X-Ray header is about 80 bytes; SQS
+/// does not count it toward the message size).
+const MAX_TRACE_HEADER: usize = 4096;
+
+/// The `AWSTraceHeader` of a send's `MessageSystemAttributes`, the one
+/// system attribute SQS takes on a send.
+fn trace_header_of(input: &HashMap<String, AttributeInput>) -> Result<Option<String>, SqsError> {
+    let mut trace = None;
+    for (name, attribute) in input {
+        if name != "AWSTraceHeader" {
+            return Err(SqsError::invalid(format!(
+                "Message system attribute name '{name}' is invalid: only AWSTraceHeader can be sent."
+            )));
+        }
+        let value = match (attribute.data_type.as_deref(), &attribute.string_value, &attribute.binary_value) {
+            (Some("String"), Some(value), None) if !value.is_empty() => value.clone(),
+            _ => {
+                return Err(SqsError::invalid(
+                    "The message system attribute AWSTraceHeader must have DataType String and a non-empty \
+                     StringValue.",
+                ));
+            }
+        };
+        if value.len() > MAX_TRACE_HEADER || !value.chars().all(allowed_char) {
+            return Err(SqsError::invalid(format!(
+                "The AWSTraceHeader value is invalid: at most {MAX_TRACE_HEADER} bytes of the characters a \
+                 message body may hold."
+            )));
+        }
+        trace = Some(value);
+    }
+    Ok(trace)
+}
+
+/// The system attributes a digest covers: the trace header, if any.
+fn system_attributes(envelope: &Envelope) -> BTreeMap<String, MessageAttribute> {
+    let trace = envelope.trace_header.iter().map(|value| {
+        let attribute = MessageAttribute { data_type: "String".into(), value: AttributeValue::String(value.clone()) };
+        ("AWSTraceHeader".to_string(), attribute)
+    });
+    trace.collect()
 }
 
 /// The characters SQS allows in a body and in string attribute values.
@@ -386,6 +435,9 @@ fn message_json(entry: &QueueEntry, delivery: &Delivery, system: &[&String], wan
     }
     if asks("ApproximateFirstReceiveTimestamp") {
         attributes.insert("ApproximateFirstReceiveTimestamp".into(), json!(first.to_string()));
+    }
+    if let Some(trace) = envelope.trace_header.as_ref().filter(|_| asks("AWSTraceHeader")) {
+        attributes.insert("AWSTraceHeader".into(), json!(trace));
     }
     if !attributes.is_empty() {
         out["Attributes"] = Value::Object(attributes);

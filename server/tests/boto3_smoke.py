@@ -88,9 +88,13 @@ attributes = {
     "count": {"DataType": "Number", "StringValue": "42"},
     "raw": {"DataType": "Binary", "BinaryValue": b"\x00\x01\xff"},
 }
-sent = sqs.send_message(QueueUrl=url, MessageBody="hello from boto3 ✓", MessageAttributes=attributes)
+trace = {"AWSTraceHeader": {"DataType": "String", "StringValue": "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1"}}
+sent = sqs.send_message(
+    QueueUrl=url, MessageBody="hello from boto3 ✓", MessageAttributes=attributes, MessageSystemAttributes=trace
+)
 check(sent["MD5OfMessageBody"] == body_md5("hello from boto3 ✓"), "body digest of the send")
 check(sent["MD5OfMessageAttributes"] == attributes_md5(attributes), "attribute digest of the send")
+check(sent["MD5OfMessageSystemAttributes"] == attributes_md5(trace), "system attribute digest of the send")
 got = sqs.receive_message(
     QueueUrl=url,
     MessageAttributeNames=["All"],
@@ -102,6 +106,7 @@ check(msg["Body"] == "hello from boto3 ✓", "body")
 check(msg["MessageAttributes"]["raw"]["BinaryValue"] == b"\x00\x01\xff", "binary attribute")
 check(msg["MessageAttributes"]["count"]["StringValue"] == "42", "number attribute")
 check(msg["Attributes"]["ApproximateReceiveCount"] == "1", "receive count")
+check(msg["Attributes"]["AWSTraceHeader"] == trace["AWSTraceHeader"]["StringValue"], "trace header")
 check(msg["MD5OfBody"] == body_md5(msg["Body"]), "body digest of the receive")
 check(msg["MD5OfMessageAttributes"] == attributes_md5(msg["MessageAttributes"]), "attribute digest of the receive")
 

@@ -39,6 +39,61 @@ fn attributes_digest(attributes: &[(&str, &str, &[u8], u8)]) -> String {
     hex_md5(&bytes)
 }
 
+/// The X-Ray header that SDKs with tracing on send as a system attribute is
+/// kept with the message and returned when asked for, with SQS's digest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trace_header_system_attribute_is_kept_and_returned() {
+    use aws_sdk_sqs::types::{MessageSystemAttributeNameForSends, MessageSystemAttributeValue};
+    let server = TestServer::start().await;
+    let client = &server.client;
+    let url = server.create("traced", &[]).await;
+    let trace = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
+    let header = MessageSystemAttributeValue::builder().data_type("String").string_value(trace).build().unwrap();
+    let sent = client
+        .send_message()
+        .queue_url(&url)
+        .message_body("traced")
+        .message_system_attributes(MessageSystemAttributeNameForSends::AwsTraceHeader, header.clone())
+        .send()
+        .await
+        .unwrap();
+    let digest = attributes_digest(&[("AWSTraceHeader", "String", trace.as_bytes(), 1)]);
+    assert_eq!(sent.md5_of_message_system_attributes(), Some(digest.as_str()));
+    assert_eq!(sent.md5_of_message_attributes(), None);
+    let got = client
+        .receive_message()
+        .queue_url(&url)
+        .message_system_attribute_names(MessageSystemAttributeName::AwsTraceHeader)
+        .send()
+        .await
+        .unwrap();
+    let system = got.messages()[0].attributes().unwrap();
+    assert_eq!(system[&MessageSystemAttributeName::AwsTraceHeader], trace);
+    assert_eq!(system.len(), 1, "only what was asked for: {system:?}");
+
+    // Any other system attribute, or another type, is refused.
+    let number = MessageSystemAttributeValue::builder().data_type("Number").string_value("1").build().unwrap();
+    let refused = client
+        .send_message()
+        .queue_url(&url)
+        .message_body("x")
+        .message_system_attributes(MessageSystemAttributeNameForSends::AwsTraceHeader, number)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&refused), "InvalidParameterValue");
+    let other = client
+        .send_message()
+        .queue_url(&url)
+        .message_body("x")
+        .message_system_attributes(MessageSystemAttributeNameForSends::from("SenderId"), header)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&other), "InvalidParameterValue");
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_and_receive_carry_body_attributes_and_digests() {
     let server = TestServer::start().await;
