@@ -1,16 +1,23 @@
 //! Message move tasks (StartMessageMoveTask, ListMessageMoveTasks,
 //! CancelMessageMoveTask) on the engine's `redrive`.
 //!
-//! Invariant: the engine moves a dead-letter queue's ready messages in one
-//! call, so a task has finished by the time StartMessageMoveTask answers; the
-//! server keeps the last `KEPT_PER_SOURCE` tasks of each source queue to
-//! report, all `COMPLETED` (or `FAILED` when the engine refused).
+//! Invariants: a task without `MaxNumberOfMessagesPerSecond` moves the
+//! dead-letter queue's ready messages in one engine call, so it has finished
+//! by the time StartMessageMoveTask answers. A task with a rate runs on a
+//! thread of its own, moving at most that many messages a second until it
+//! has moved the ready count it started with, the source has no more ready
+//! messages, it is cancelled, the engine refuses (`FAILED`), or the server
+//! stops; at most one task per source runs at a time. The server keeps the
+//! last `KEPT_PER_SOURCE` tasks of each source queue to report.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio::sync::watch;
 
 use crate::address::{name_from_arn, queue_arn};
 use crate::api::{Call, required};
@@ -19,17 +26,70 @@ use crate::registry::unix_now_ms;
 
 /// Tasks reported per source queue (ListMessageMoveTasks' largest page).
 const KEPT_PER_SOURCE: usize = 10;
+/// How often a throttled task wakes to move what its rate allows by then.
+const TICK: Duration = Duration::from_millis(50);
 
-/// One finished task.
+// A task's status (SQS's names in `Status::name`).
+const RUNNING: u8 = 0;
+const COMPLETED: u8 = 1;
+const CANCELLING: u8 = 2;
+const CANCELLED: u8 = 3;
+const FAILED: u8 = 4;
+
+/// What a task's thread and the actions share. The count and the cancel
+/// flag are read on their own (a report, a check per tick), so Relaxed is
+/// enough for them; `status` is
+/// stored Release after `failure` and read Acquire, so a `FAILED` status
+/// is seen with its reason.
+#[derive(Debug, Default)]
+struct Progress {
+    moved: AtomicUsize,
+    status: AtomicU8,
+    cancel: AtomicBool,
+    failure: Mutex<Option<String>>,
+}
+
+impl Progress {
+    fn finished(status: u8, moved: usize, failure: Option<String>) -> Progress {
+        Progress {
+            moved: AtomicUsize::new(moved),
+            status: AtomicU8::new(status),
+            cancel: AtomicBool::new(false),
+            failure: Mutex::new(failure),
+        }
+    }
+
+    fn status(&self) -> u8 {
+        let status = self.status.load(Ordering::Acquire);
+        if status == RUNNING && self.cancel.load(Ordering::Relaxed) { CANCELLING } else { status }
+    }
+
+    fn end(&self, status: u8, failure: Option<String>) {
+        *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = failure;
+        self.status.store(status, Ordering::Release);
+    }
+}
+
+fn status_name(status: u8) -> &'static str {
+    match status {
+        RUNNING => "RUNNING",
+        COMPLETED => "COMPLETED",
+        CANCELLING => "CANCELLING",
+        CANCELLED => "CANCELLED",
+        _ => "FAILED",
+    }
+}
+
+/// One task.
 #[derive(Debug, Clone)]
 struct MoveTask {
     handle: String,
     source: String,
     destination: Option<String>,
     rate: Option<u32>,
-    moved: usize,
-    failure: Option<String>,
+    to_move: usize,
     started_ms: u64,
+    progress: Arc<Progress>,
 }
 
 /// The recent tasks of each source queue.
@@ -114,30 +174,119 @@ pub(crate) fn start(call: &Call<'_>, input: StartInput) -> Result<Value, SqsErro
         )));
     }
     let tasks = &call.registry.tasks;
+    // Held to the end, so two starts for one source cannot both run.
+    let mut by_source = tasks.by_source.lock().unwrap_or_else(|p| p.into_inner());
+    let running = |t: &MoveTask| matches!(t.progress.status(), RUNNING | CANCELLING);
+    if by_source.get(&source).is_some_and(|list| list.iter().any(running)) {
+        return Err(SqsError::invalid(format!(
+            "A message move task of {source} is running; only one task per source queue runs at a time."
+        )));
+    }
     let handle = {
         let mut started = tasks.started.lock().unwrap_or_else(|p| p.into_inner());
         *started += 1;
         format!("lq-move-{}-{started}", unix_now_ms())
     };
     let started_ms = unix_now_ms();
-    let (moved, failure) = match call.registry.engine().redrive(&source, &destination, u32::MAX as usize) {
-        Ok(moved) => (moved, None),
-        Err(e) => (0, Some(SqsError::from(e).message)),
+    let engine = call.registry.engine();
+    let (to_move, progress) = match rate {
+        None => match engine.redrive(&source, &destination, u32::MAX as usize) {
+            Ok(moved) => (moved, Progress::finished(COMPLETED, moved, None)),
+            Err(e) => (0, Progress::finished(FAILED, 0, Some(SqsError::from(e).message))),
+        },
+        Some(rate) => {
+            let to_move = engine.queue(&source).map(|q| q.stats().ready as usize).unwrap_or(0);
+            let progress = Arc::new(Progress::default());
+            let run = Throttled {
+                engine: engine.clone(),
+                source: source.clone(),
+                destination: destination.clone(),
+                rate,
+                to_move,
+                progress: progress.clone(),
+                shutdown: call.shutdown.clone(),
+            };
+            std::thread::Builder::new()
+                .name("leaseq-move-task".into())
+                .spawn(move || run.run())
+                .map_err(|e| SqsError::new(ErrorCode::InternalFailure, format!("The task could not start: {e}.")))?;
+            let task = MoveTask {
+                handle: handle.clone(),
+                source: source.clone(),
+                destination: Some(destination),
+                rate: Some(rate),
+                to_move,
+                started_ms,
+                progress,
+            };
+            remember(&mut by_source, task);
+            return Ok(json!({ "TaskHandle": handle }));
+        }
     };
     let task = MoveTask {
         handle: handle.clone(),
         source: source.clone(),
         destination: Some(destination),
         rate,
-        moved,
-        failure,
+        to_move,
         started_ms,
+        progress: Arc::new(progress),
     };
-    let mut by_source = tasks.by_source.lock().unwrap_or_else(|p| p.into_inner());
-    let list = by_source.entry(source).or_default();
+    remember(&mut by_source, task);
+    Ok(json!({ "TaskHandle": handle }))
+}
+
+fn remember(by_source: &mut HashMap<String, Vec<MoveTask>>, task: MoveTask) {
+    let list = by_source.entry(task.source.clone()).or_default();
     list.insert(0, task);
     list.truncate(KEPT_PER_SOURCE);
-    Ok(json!({ "TaskHandle": handle }))
+}
+
+/// A task with a rate, run on its own thread.
+struct Throttled {
+    engine: leaseq::Engine,
+    source: String,
+    destination: String,
+    rate: u32,
+    to_move: usize,
+    progress: Arc<Progress>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Throttled {
+    fn run(self) {
+        let started = Instant::now();
+        let mut moved = 0;
+        loop {
+            if self.progress.cancel.load(Ordering::Relaxed) {
+                return self.progress.end(CANCELLED, None);
+            }
+            if *self.shutdown.borrow() {
+                return self.progress.end(FAILED, Some("The server stopped before the task finished.".into()));
+            }
+            // What the rate allows by now (one at once, so a task starts
+            // moving when it starts), less what has moved.
+            let allowed = ((started.elapsed().as_secs_f64() * f64::from(self.rate)) as usize + 1).min(self.to_move);
+            let step = allowed.saturating_sub(moved);
+            if step > 0 {
+                match self.engine.redrive(&self.source, &self.destination, step) {
+                    Ok(n) => {
+                        moved += n;
+                        self.progress.moved.store(moved, Ordering::Relaxed);
+                        if n < step {
+                            // No more ready messages to move.
+                            return self.progress.end(COMPLETED, None);
+                        }
+                    }
+                    Err(e) => return self.progress.end(FAILED, Some(SqsError::from(e).message)),
+                }
+            }
+            if moved >= self.to_move {
+                return self.progress.end(COMPLETED, None);
+            }
+            std::thread::sleep(TICK);
+        }
+    }
 }
 
 pub(crate) fn list(call: &Call<'_>, input: ListInput) -> Result<Value, SqsError> {
@@ -159,11 +308,13 @@ pub(crate) fn list(call: &Call<'_>, input: ListInput) -> Result<Value, SqsError>
 }
 
 fn task_json(task: &MoveTask) -> Value {
+    let status = task.progress.status();
     let mut out = json!({
-        "Status": if task.failure.is_some() { "FAILED" } else { "COMPLETED" },
+        "TaskHandle": task.handle,
+        "Status": status_name(status),
         "SourceArn": queue_arn(&task.source),
-        "ApproximateNumberOfMessagesMoved": task.moved,
-        "ApproximateNumberOfMessagesToMove": task.moved,
+        "ApproximateNumberOfMessagesMoved": task.progress.moved.load(Ordering::Relaxed),
+        "ApproximateNumberOfMessagesToMove": task.to_move,
         "StartedTimestamp": task.started_ms,
     });
     if let Some(destination) = &task.destination {
@@ -172,8 +323,10 @@ fn task_json(task: &MoveTask) -> Value {
     if let Some(rate) = task.rate {
         out["MaxNumberOfMessagesPerSecond"] = json!(rate);
     }
-    if let Some(reason) = &task.failure {
-        out["FailureReason"] = json!(reason);
+    if status == FAILED {
+        if let Some(reason) = task.progress.failure.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            out["FailureReason"] = json!(reason);
+        }
     }
     out
 }
@@ -181,14 +334,16 @@ fn task_json(task: &MoveTask) -> Value {
 pub(crate) fn cancel(call: &Call<'_>, input: CancelInput) -> Result<Value, SqsError> {
     let handle = required(input.task_handle, "TaskHandle")?;
     let by_source = call.registry.tasks.by_source.lock().unwrap_or_else(|p| p.into_inner());
-    let known = by_source.values().flatten().any(|t| t.handle == handle);
-    // Every task has finished before its start returned: nothing is running.
-    if known {
-        Err(SqsError::new(
+    let Some(task) = by_source.values().flatten().find(|t| t.handle == handle) else {
+        return Err(not_found(&format!("No message move task has the handle {handle}.")));
+    };
+    if task.progress.status() != RUNNING {
+        return Err(SqsError::new(
             ErrorCode::UnsupportedOperation,
-            format!("Task {handle} has already completed; only running tasks can be cancelled."),
-        ))
-    } else {
-        Err(not_found(&format!("No message move task has the handle {handle}.")))
+            format!("Task {handle} is {}; only a running task can be cancelled.", status_name(task.progress.status())),
+        ));
     }
+    // The thread sees it at its next tick and stops (CANCELLING until then).
+    task.progress.cancel.store(true, Ordering::Relaxed);
+    Ok(json!({ "ApproximateNumberOfMessagesMoved": task.progress.moved.load(Ordering::Relaxed) }))
 }

@@ -491,6 +491,79 @@ async fn bad_message_parameters_get_sqs_errors() {
     server.stop().await;
 }
 
+/// A task with MaxNumberOfMessagesPerSecond runs in the background at that
+/// rate, reports RUNNING with its progress, and can be cancelled; one
+/// task per source runs at a time. Rates are set so that the assertions hold
+/// with seconds to spare (1 message a second for 20 messages).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_move_task_runs_at_its_rate_and_can_be_cancelled() {
+    let server = TestServer::start().await;
+    let client = &server.client;
+    let dlq = server.create("slow-dlq", &[]).await;
+    let dlq_arn = "arn:aws:sqs:us-east-1:000000000000:slow-dlq";
+    let policy = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"1"}}"#);
+    let url = server.create("slow", &[("RedrivePolicy", &policy)]).await;
+    let depth = |url: String| async move {
+        let a = client
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .unwrap();
+        a.attributes().unwrap()[&QueueAttributeName::ApproximateNumberOfMessages].parse::<usize>().unwrap()
+    };
+    for i in 0..20 {
+        client.send_message().queue_url(&dlq).message_body(format!("d{i}")).send().await.unwrap();
+    }
+    let task = client.start_message_move_task().source_arn(dlq_arn).max_number_of_messages_per_second(1).send().await;
+    let handle = task.unwrap().task_handle().unwrap().to_string();
+    let listed = client.list_message_move_tasks().source_arn(dlq_arn).send().await.unwrap();
+    let running = &listed.results()[0];
+    assert_eq!(running.status(), Some("RUNNING"), "{running:?}");
+    assert_eq!(running.approximate_number_of_messages_to_move(), Some(20));
+    assert_eq!(running.max_number_of_messages_per_second(), Some(1));
+    let second = client.start_message_move_task().source_arn(dlq_arn).send().await.unwrap_err();
+    assert_eq!(code_of(&second), "InvalidParameterValue", "one running task per source");
+
+    let cancelled = client.cancel_message_move_task().task_handle(&handle).send().await.unwrap();
+    let moved_at_cancel = cancelled.approximate_number_of_messages_moved() as usize;
+    assert!(moved_at_cancel < 20, "{moved_at_cancel} moved at 1 a second");
+    let mut status = String::new();
+    for _ in 0..100 {
+        let listed = client.list_message_move_tasks().source_arn(dlq_arn).send().await.unwrap();
+        status = listed.results()[0].status().unwrap_or_default().to_string();
+        if status == "CANCELLED" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, "CANCELLED");
+    let listed = client.list_message_move_tasks().source_arn(dlq_arn).send().await.unwrap();
+    let moved = listed.results()[0].approximate_number_of_messages_moved() as usize;
+    assert!(moved >= moved_at_cancel.max(1) && moved < 20, "{moved}");
+    assert_eq!((depth(url.clone()).await, depth(dlq.clone()).await), (moved, 20 - moved), "nothing lost or doubled");
+    let again = client.cancel_message_move_task().task_handle(&handle).send().await.unwrap_err();
+    assert_eq!(code_of(&again), "AWS.SimpleQueueService.UnsupportedOperation");
+
+    // A fast rate moves the rest and completes.
+    client.start_message_move_task().source_arn(dlq_arn).max_number_of_messages_per_second(500).send().await.unwrap();
+    for _ in 0..100 {
+        let listed = client.list_message_move_tasks().source_arn(dlq_arn).send().await.unwrap();
+        status = listed.results()[0].status().unwrap_or_default().to_string();
+        if status == "COMPLETED" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, "COMPLETED");
+    assert_eq!((depth(url.clone()).await, depth(dlq.clone()).await), (20, 0));
+    let listed = client.list_message_move_tasks().source_arn(dlq_arn).max_results(2).send().await.unwrap();
+    assert_eq!(listed.results().len(), 2, "the two tasks, newest first");
+    assert_eq!(listed.results()[1].status(), Some("CANCELLED"));
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_move_task_returns_dead_letters_to_their_queue() {
     let server = TestServer::start().await;
