@@ -12,11 +12,18 @@
 //!   them with queue deletes and with each other, so the links stay
 //!   acyclic); the target itself is read under this link's own lock, and
 //!   only where a message moves or stats are taken, never on the hot path.
+//! * A move holds this link's lock until the message is on the target
+//!   (`locked_target`), so a change waits for the moves under way: once
+//!   `set` has unlinked a queue, nothing is moving into it, and deleting it
+//!   (which the registry lock allows only once no link names it) cannot
+//!   take a message that was on its way. Links are acyclic, so these locks
+//!   are only ever taken along a chain of links, in its direction: no
+//!   deadlock.
 
 use std::sync::Arc;
 
 use crate::queue::QueueCore;
-use crate::sync::{AtomicBool, AtomicU32, Mutex, Ordering, lock};
+use crate::sync::{AtomicBool, AtomicU32, Mutex, MutexGuard, Ordering, lock};
 
 /// A queue's dead-letter queue and delivery ceiling.
 #[derive(Debug)]
@@ -43,6 +50,11 @@ impl DeadLetterLink {
     /// The dead-letter queue now, if any.
     pub(crate) fn target(&self) -> Option<Arc<QueueCore>> {
         lock(&self.target).clone()
+    }
+
+    /// The target, locked: hold the guard while moving a message there.
+    pub(crate) fn locked_target(&self) -> MutexGuard<'_, Option<Arc<QueueCore>>> {
+        lock(&self.target)
     }
 
     /// Whether the link points at `queue`.

@@ -1019,7 +1019,10 @@ impl QueueCore {
         last: AttemptRecord,
         reason: DeadLetterReason,
     ) -> Result<(), Claim<'s>> {
-        let Some(dead_letter_queue) = self.dead_letter.target() else {
+        // Held until the message is there (`dead_letter_link.rs`): a change
+        // of the link waits for this move.
+        let target = self.dead_letter.locked_target();
+        let Some(dead_letter_queue) = target.as_ref() else {
             return Err(claim);
         };
         // SAFETY: we hold the claim.
