@@ -227,9 +227,10 @@ pub(crate) fn render_error(error: &SqsError, request_id: &str) -> String {
     )
 }
 
-/// Text as XML character data. Characters XML 1.0 cannot carry at all
-/// never reach here: message bodies are checked against SQS's allowed
-/// characters on send, and everything else is the server's own text.
+/// Text as XML character data. A character XML 1.0 cannot carry at all
+/// (control characters, U+FFFE, U+FFFF) becomes U+FFFD: message bodies
+/// never hold one (a send checks them), but an error may quote a request's
+/// own bad value, and the client must still be able to parse the error.
 fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -240,6 +241,8 @@ fn escape(text: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
             '\r' => out.push_str("&#xD;"),
+            '\t' | '\n' => out.push(c),
+            c if c < ' ' || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
             c => out.push(c),
         }
     }
@@ -364,5 +367,9 @@ mod tests {
         let xml = render_error(&missing, "r");
         assert!(xml.contains("<Type>Sender</Type><Code>AWS.SimpleQueueService.NonExistentQueue</Code>"), "{xml}");
         assert!(xml.contains("<Message>The queue &lt;q&gt; does not exist.</Message>"), "{xml}");
+        // A request's own unprintable value quoted in an error stays parseable XML.
+        let quoted = SqsError::invalid("Value 'a\u{1}b\u{FFFF}' is invalid.\r\n");
+        let xml = render_error(&quoted, "r");
+        assert!(xml.contains("<Message>Value &apos;a\u{FFFD}b\u{FFFD}&apos; is invalid.&#xD;\n</Message>"), "{xml}");
     }
 }
