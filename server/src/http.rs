@@ -264,7 +264,7 @@ async fn handle(
             return Ok(response);
         }
     }
-    let form = request.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(query::is_form);
+    let form = query::is_query_request(request.method(), request.headers().get(CONTENT_TYPE), request.uri().query());
     let mut action = request
         .headers()
         .get("x-amz-target")
@@ -318,16 +318,19 @@ enum Answer {
 /// request names it in its body).
 async fn answer(request: Request<Incoming>, state: &State) -> (Option<String>, Result<Answer, SqsError>) {
     let content_type = request.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    if request.method() == Method::POST && query::is_form(content_type) {
+    if query::is_query_request(request.method(), request.headers().get(CONTENT_TYPE), request.uri().query()) {
+        let (path, url_query) = (request.uri().path().to_string(), request.uri().query().map(str::to_string));
         return match read_and_route(request, state).await {
             Ok(Routed::Forwarded(answer)) => (None, Ok(answer)),
-            Ok(Routed::Local { registry, host, body }) => match query::decode(&body) {
-                Ok((action, input)) => {
-                    let call = Call { registry: &registry, host: &host, shutdown: state.shutdown.clone() };
-                    (Some(action.clone()), dispatch(call, &action, &input).await.map(Answer::Value))
+            Ok(Routed::Local { registry, host, body }) => {
+                match query::decode(url_query.as_deref(), &body, &path, &host) {
+                    Ok((action, input)) => {
+                        let call = Call { registry: &registry, host: &host, shutdown: state.shutdown.clone() };
+                        (Some(action.clone()), dispatch(call, &action, &input).await.map(Answer::Value))
+                    }
+                    Err(e) => (None, Err(e)),
                 }
-                Err(e) => (None, Err(e)),
-            },
+            }
             Err(e) => (None, Err(e)),
         };
     }

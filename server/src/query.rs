@@ -12,6 +12,8 @@
 
 use std::collections::BTreeMap;
 
+use hyper::Method;
+use hyper::header::HeaderValue;
 use serde_json::{Map, Value};
 
 use crate::error::{ErrorCode, SqsError};
@@ -70,15 +72,34 @@ impl Node {
     }
 }
 
-/// Whether a request's `Content-Type` is the query protocol's form.
+/// Whether a `Content-Type` is the query protocol's form.
 pub(crate) fn is_form(content_type: &str) -> bool {
     content_type.to_ascii_lowercase().starts_with("application/x-www-form-urlencoded")
 }
 
-/// The action and its JSON-protocol input from a form body.
-pub(crate) fn decode(body: &[u8]) -> Result<(String, Vec<u8>), SqsError> {
+/// Whether a request speaks the query protocol: a `POST` of a form, or a
+/// `GET` whose URL names an `Action`.
+pub(crate) fn is_query_request(method: &Method, content_type: Option<&HeaderValue>, url_query: Option<&str>) -> bool {
+    match *method {
+        Method::POST => content_type.and_then(|v| v.to_str().ok()).is_some_and(is_form),
+        Method::GET => url_query.is_some_and(|q| form_urlencoded::parse(q.as_bytes()).any(|(k, _)| k == "Action")),
+        _ => false,
+    }
+}
+
+/// The action and its JSON-protocol input from a request's URL query and
+/// form body (a client may put parameters in either). A request without a
+/// `QueueUrl` that was sent to a queue's URL (`/<account>/<name>`, as older
+/// clients do) acts on that queue.
+pub(crate) fn decode(
+    url_query: Option<&str>,
+    body: &[u8],
+    path: &str,
+    host: &str,
+) -> Result<(String, Vec<u8>), SqsError> {
     let mut root = Node::default();
-    for (key, value) in form_urlencoded::parse(body) {
+    let pairs = form_urlencoded::parse(url_query.unwrap_or("").as_bytes()).chain(form_urlencoded::parse(body));
+    for (key, value) in pairs {
         let path: Vec<&str> = key.split('.').collect();
         if path.iter().any(|segment| segment.is_empty()) {
             return Err(SqsError::invalid(format!("Query parameter '{key}' is not a valid name.")));
@@ -93,6 +114,9 @@ pub(crate) fn decode(body: &[u8]) -> Result<(String, Vec<u8>), SqsError> {
     };
     root.children.remove("Version");
     let mut input = object(&root)?;
+    if !input.contains_key("QueueUrl") && is_queue_path(path) {
+        input.insert("QueueUrl".into(), Value::String(format!("http://{host}{path}")));
+    }
     // CreateQueue spells its tags in lower case, TagQueue does not.
     if action == "TagQueue" {
         if let Some(tags) = input.remove("tags") {
@@ -100,6 +124,14 @@ pub(crate) fn decode(body: &[u8]) -> Result<(String, Vec<u8>), SqsError> {
         }
     }
     Ok((action, Value::Object(input).to_string().into_bytes()))
+}
+
+/// `/<12-digit account>/<name>`: a queue's URL path.
+fn is_queue_path(path: &str) -> bool {
+    let mut parts = path.trim_start_matches('/').split('/');
+    let account = parts.next().unwrap_or_default();
+    let name = parts.next().unwrap_or_default();
+    account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit()) && !name.is_empty() && parts.next().is_none()
 }
 
 /// The JSON input object of a node's children.
@@ -254,7 +286,7 @@ mod tests {
     use super::*;
 
     fn decoded(form: &str) -> (String, Value) {
-        let (action, json) = decode(form.as_bytes()).unwrap();
+        let (action, json) = decode(None, form.as_bytes(), "/", "h").unwrap();
         (action, serde_json::from_slice(&json).unwrap())
     }
 
@@ -302,6 +334,31 @@ mod tests {
     }
 
     #[test]
+    fn parameters_may_come_in_the_url_and_the_queue_in_the_path() {
+        let (action, json) =
+            decode(Some("Action=SendMessage&MessageBody=in+the+url"), b"", "/000000000000/q", "h:1").unwrap();
+        let input: Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(action, "SendMessage");
+        assert_eq!(input["MessageBody"], "in the url");
+        assert_eq!(input["QueueUrl"], "http://h:1/000000000000/q", "the queue of the path");
+        // A QueueUrl given wins over the path; other paths name no queue.
+        let (_, json) = decode(None, b"Action=SendMessage&QueueUrl=u", "/000000000000/q", "h").unwrap();
+        assert_eq!(serde_json::from_slice::<Value>(&json).unwrap()["QueueUrl"], "u");
+        for path in ["/", "/queue", "/00000000000/q", "/000000000000/q/x", "/000000000000/"] {
+            let (_, json) = decode(None, b"Action=ListQueues", path, "h").unwrap();
+            assert!(serde_json::from_slice::<Value>(&json).unwrap().get("QueueUrl").is_none(), "{path}");
+        }
+        // A parameter given in both places is given twice.
+        assert!(decode(Some("Action=ListQueues"), b"Action=ListQueues", "/", "h").is_err());
+        assert!(is_query_request(&Method::GET, None, Some("Action=ListQueues&Version=2012-11-05")));
+        assert!(!is_query_request(&Method::GET, None, Some("x=1")));
+        assert!(!is_query_request(&Method::GET, None, None));
+        let form = HeaderValue::from_static("application/x-www-form-urlencoded; charset=utf-8");
+        assert!(is_query_request(&Method::POST, Some(&form), None));
+        assert!(!is_query_request(&Method::PUT, Some(&form), None));
+    }
+
+    #[test]
     fn a_form_that_does_not_decode_is_an_error() {
         for form in [
             "QueueUrl=u",
@@ -315,7 +372,7 @@ mod tests {
             "Action=SendMessage&.=x",
             "Action.Sub=SendMessage",
         ] {
-            assert!(decode(form.as_bytes()).is_err(), "{form}");
+            assert!(decode(None, form.as_bytes(), "/", "h").is_err(), "{form}");
         }
     }
 

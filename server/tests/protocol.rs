@@ -64,6 +64,25 @@ async fn query_protocol_requests_get_xml_answers_and_errors() {
         assert_eq!(r.status, 400, "{}", r.body);
         assert!(r.body.contains(&format!("<Code>{code}</Code>")), "{code}: {}", r.body);
     }
+    // The protocol's GET form, and a form sent to the queue's own URL
+    // without a QueueUrl parameter (as older clients do).
+    let get = format!(
+        "GET /?Action=ListQueues&Version=2012-11-05 HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        server.addr
+    );
+    let r = raw_exchange(server.addr, get.as_bytes()).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("/000000000000/formq</QueueUrl>"), "{}", r.body);
+    let form = "Action=SendMessage&MessageBody=to+the+path";
+    let post = format!(
+        "POST /000000000000/formq HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: {FORM}\r\nContent-Length: {}\r\n\r\n{form}",
+        server.addr,
+        form.len()
+    );
+    let r = raw_exchange(server.addr, post.as_bytes()).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("<SendMessageResult>"), "{}", r.body);
+
     // The queue the form made is the one JSON requests see.
     let r = server
         .raw(
