@@ -265,14 +265,14 @@ async fn handle(
         }
     }
     let form = query::is_query_request(request.method(), request.headers().get(CONTENT_TYPE), request.uri().query());
-    let mut action = request
+    let target = request
         .headers()
         .get("x-amz-target")
         .and_then(|v| v.to_str().ok())
         .and_then(|t| t.strip_prefix("AmazonSQS."))
         .map(str::to_string);
-    let (asked, result) = answer(request, &state).await;
-    action = action.or(asked);
+    let (asked, result) = answer(request, &state, form, target.as_deref()).await;
+    let action = target.or(asked);
     let (status, body, query_error, not_applied) = match result {
         // The leader counted it.
         Ok(Answer::Forwarded(response)) => return Ok(response),
@@ -314,57 +314,53 @@ enum Answer {
     Forwarded(Response<Full<Bytes>>),
 }
 
-/// The request's answer, and its action once known (a query-protocol
-/// request names it in its body).
-async fn answer(request: Request<Incoming>, state: &State) -> (Option<String>, Result<Answer, SqsError>) {
-    let content_type = request.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    if query::is_query_request(request.method(), request.headers().get(CONTENT_TYPE), request.uri().query()) {
-        let (path, url_query) = (request.uri().path().to_string(), request.uri().query().map(str::to_string));
-        return match read_and_route(request, state).await {
-            Ok(Routed::Forwarded(answer)) => (None, Ok(answer)),
-            Ok(Routed::Local { registry, host, body }) => {
-                match query::decode(url_query.as_deref(), &body, &path, &host) {
-                    Ok((action, input)) => {
-                        let call = Call { registry: &registry, host: &host, shutdown: state.shutdown.clone() };
-                        (Some(action.clone()), dispatch(call, &action, &input).await.map(Answer::Value))
-                    }
-                    Err(e) => (None, Err(e)),
-                }
+/// The request's answer, and the action a query-protocol request (`form`)
+/// named in its parameters; a JSON-protocol request names it in
+/// `X-Amz-Target` (`target`).
+async fn answer(
+    request: Request<Incoming>,
+    state: &State,
+    form: bool,
+    target: Option<&str>,
+) -> (Option<String>, Result<Answer, SqsError>) {
+    let json = || {
+        request.method() == Method::POST
+            && request
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|t| t.starts_with(JSON_1_0))
+    };
+    let target = match target {
+        Some(target) if !form && json() => target,
+        _ if form => "",
+        _ => {
+            let protocol_only = SqsError::new(
+                ErrorCode::UnknownOperation,
+                "leaseq-server speaks SQS's JSON protocol (POST with Content-Type application/x-amz-json-1.0 and \
+                 X-Amz-Target: AmazonSQS.<Action>) and its query protocol (POST with a form body naming the Action).",
+            );
+            return (None, Err(protocol_only));
+        }
+    };
+    // Where a query-protocol request's parameters may also be.
+    let place = form.then(|| (request.uri().path().to_string(), request.uri().query().map(str::to_string)));
+    let (registry, host, body) = match read_and_route(request, state).await {
+        Ok(Routed::Forwarded(answer)) => return (None, Ok(answer)),
+        Ok(Routed::Local { registry, host, body }) => (registry, host, body),
+        Err(e) => return (None, Err(e)),
+    };
+    let call = Call { registry: &registry, host: &host, shutdown: state.shutdown.clone() };
+    match place {
+        None => (None, dispatch(call, target, &body).await.map(Answer::Value)),
+        Some((path, url_query)) => match query::decode(url_query.as_deref(), &body, &path, &host) {
+            Ok((action, input)) => {
+                let result = dispatch(call, &action, &input).await.map(Answer::Value);
+                (Some(action), result)
             }
             Err(e) => (None, Err(e)),
-        };
+        },
     }
-    let protocol_only = || {
-        SqsError::new(
-            ErrorCode::UnknownOperation,
-            "leaseq-server speaks SQS's JSON protocol (POST with Content-Type application/x-amz-json-1.0 and \
-             X-Amz-Target: AmazonSQS.<Action>) and its query protocol (POST with a form body naming the Action).",
-        )
-    };
-    if request.method() != Method::POST {
-        return (None, Err(protocol_only()));
-    }
-    let headers = request.headers();
-    let Some(action) = headers
-        .get("x-amz-target")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|t| t.strip_prefix("AmazonSQS."))
-        .map(str::to_string)
-    else {
-        return (None, Err(protocol_only()));
-    };
-    if !content_type.starts_with(JSON_1_0) {
-        return (None, Err(protocol_only()));
-    }
-    let result = match read_and_route(request, state).await {
-        Ok(Routed::Forwarded(answer)) => Ok(answer),
-        Ok(Routed::Local { registry, host, body }) => {
-            let call = Call { registry: &registry, host: &host, shutdown: state.shutdown.clone() };
-            dispatch(call, &action, &body).await.map(Answer::Value)
-        }
-        Err(e) => Err(e),
-    };
-    (None, result)
 }
 
 /// Where a request goes once its body is read: the leader's answer (passed

@@ -72,9 +72,11 @@ impl Node {
     }
 }
 
-/// Whether a `Content-Type` is the query protocol's form.
+/// Whether a `Content-Type` is the query protocol's form (case-blind, and
+/// without an allocation: every request asks).
 pub(crate) fn is_form(content_type: &str) -> bool {
-    content_type.to_ascii_lowercase().starts_with("application/x-www-form-urlencoded")
+    const FORM: &str = "application/x-www-form-urlencoded";
+    content_type.get(..FORM.len()).is_some_and(|prefix| prefix.eq_ignore_ascii_case(FORM))
 }
 
 /// Whether a request speaks the query protocol: a `POST` of a form, or a
@@ -202,9 +204,10 @@ fn members(action: &str, fields: &Map<String, Value>, out: &mut String) {
         match (name.as_str(), value) {
             ("QueueUrls" | "queueUrls", Value::Array(urls)) => each("QueueUrl", urls, action, out),
             ("Messages", Value::Array(messages)) => each("Message", messages, action, out),
-            ("Successful", Value::Array(entries)) => each(&format!("{action}ResultEntry"), entries, action, out),
+            ("Successful" | "Results", Value::Array(entries)) => {
+                each(&format!("{action}ResultEntry"), entries, action, out);
+            }
             ("Failed", Value::Array(entries)) => each("BatchResultErrorEntry", entries, action, out),
-            ("Results", Value::Array(entries)) => each(&format!("{action}ResultEntry"), entries, action, out),
             ("Tags", Value::Object(map)) => {
                 for (key, value) in map {
                     out.push_str(&format!("<Tag><Key>{}</Key>", escape(key)));
