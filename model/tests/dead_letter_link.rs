@@ -3,25 +3,11 @@
 //! a message is failing, refused cycles, an unlink, a delete of the freed
 //! target, with and without a restart of a durable engine in the middle.
 
-use leaseq_model::differential::{BackoffSpec, ConfigSpec, NameChoice, Op, Span, run};
+use leaseq_model::differential::{ConfigSpec, NameChoice, Op, Span, run};
 
 /// A valid config with a 5 s lease and no link.
 fn plain() -> ConfigSpec {
-    ConfigSpec {
-        visibility: Some(Span::Secs(5)),
-        max_visibility: None,
-        max_lease: None,
-        max_delay: None,
-        max_receives: None,
-        dead_letter_queue: None,
-        reject_late_acks: false,
-        backoff: BackoffSpec::None,
-        max_messages: None,
-        max_payload: None,
-        shards: None,
-        retention: None,
-        tidy: true,
-    }
+    ConfigSpec { visibility: Some(Span::Secs(5)), tidy: true, ..ConfigSpec::default() }
 }
 
 fn link(queue: u8, to: Option<u8>, max_receives: Option<u8>) -> Op {

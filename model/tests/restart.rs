@@ -11,21 +11,7 @@ const B: NameChoice = NameChoice(1);
 const DLQ: NameChoice = NameChoice(3);
 
 fn config() -> ConfigSpec {
-    ConfigSpec {
-        visibility: Some(Span::Secs(30)),
-        max_visibility: None,
-        max_lease: None,
-        max_delay: None,
-        max_receives: None,
-        dead_letter_queue: None,
-        reject_late_acks: false,
-        backoff: BackoffSpec::None,
-        max_messages: None,
-        max_payload: None,
-        shards: Some(1),
-        retention: None,
-        tidy: false,
-    }
+    ConfigSpec { visibility: Some(Span::Secs(30)), shards: Some(1), ..ConfigSpec::default() }
 }
 
 /// Runs `ops` and fails on a divergence; returns how many deliveries the

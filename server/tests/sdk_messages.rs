@@ -11,7 +11,7 @@ use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry, MessageAttributeValue,
     MessageSystemAttributeName, QueueAttributeName, SendMessageBatchRequestEntry,
 };
-use common::{TestServer, code_of};
+use common::{TestServer, code_of, redrive_policy, visible};
 use md5::{Digest, Md5};
 
 fn hex_md5(bytes: &[u8]) -> String {
@@ -271,15 +271,7 @@ async fn a_poison_message_moves_to_the_dead_letter_queue() {
 
     let sources = client.list_dead_letter_source_queues().queue_url(&dlq).send().await.unwrap();
     assert_eq!(sources.queue_urls(), std::slice::from_ref(&url));
-    let attrs = client
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(QueueAttributeName::RedrivePolicy)
-        .send()
-        .await
-        .unwrap();
-    let reported: serde_json::Value =
-        serde_json::from_str(&attrs.attributes().unwrap()[&QueueAttributeName::RedrivePolicy]).unwrap();
+    let reported = redrive_policy(client, &url).await.expect("a policy");
     assert_eq!(reported["maxReceiveCount"], 2);
     assert_eq!(reported["deadLetterTargetArn"], "arn:aws:sqs:us-east-1:000000000000:poison-dlq");
     server.stop().await;
@@ -491,6 +483,21 @@ async fn bad_message_parameters_get_sqs_errors() {
     server.stop().await;
 }
 
+/// The status of the newest move task of `source_arn` once it reads
+/// `wanted`, or the last one read within 5 s.
+async fn newest_task_status_after(client: &aws_sdk_sqs::Client, source_arn: &str, wanted: &str) -> String {
+    let mut status = String::new();
+    for _ in 0..100 {
+        let listed = client.list_message_move_tasks().source_arn(source_arn).send().await.unwrap();
+        status = listed.results()[0].status().unwrap_or_default().to_string();
+        if status == wanted {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    status
+}
+
 /// A task with MaxNumberOfMessagesPerSecond runs in the background at that
 /// rate, reports RUNNING with its progress, and can be cancelled; one
 /// task per source runs at a time. Rates are set so that the assertions hold
@@ -503,16 +510,6 @@ async fn a_throttled_move_task_runs_at_its_rate_and_can_be_cancelled() {
     let dlq_arn = "arn:aws:sqs:us-east-1:000000000000:slow-dlq";
     let policy = format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"1"}}"#);
     let url = server.create("slow", &[("RedrivePolicy", &policy)]).await;
-    let depth = |url: String| async move {
-        let a = client
-            .get_queue_attributes()
-            .queue_url(url)
-            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-            .send()
-            .await
-            .unwrap();
-        a.attributes().unwrap()[&QueueAttributeName::ApproximateNumberOfMessages].parse::<usize>().unwrap()
-    };
     for i in 0..20 {
         client.send_message().queue_url(&dlq).message_body(format!("d{i}")).send().await.unwrap();
     }
@@ -527,37 +524,24 @@ async fn a_throttled_move_task_runs_at_its_rate_and_can_be_cancelled() {
     assert_eq!(code_of(&second), "InvalidParameterValue", "one running task per source");
 
     let cancelled = client.cancel_message_move_task().task_handle(&handle).send().await.unwrap();
-    let moved_at_cancel = cancelled.approximate_number_of_messages_moved() as usize;
+    let moved_at_cancel = cancelled.approximate_number_of_messages_moved() as u64;
     assert!(moved_at_cancel < 20, "{moved_at_cancel} moved at 1 a second");
-    let mut status = String::new();
-    for _ in 0..100 {
-        let listed = client.list_message_move_tasks().source_arn(dlq_arn).send().await.unwrap();
-        status = listed.results()[0].status().unwrap_or_default().to_string();
-        if status == "CANCELLED" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(status, "CANCELLED");
+    assert_eq!(newest_task_status_after(client, dlq_arn, "CANCELLED").await, "CANCELLED");
     let listed = client.list_message_move_tasks().source_arn(dlq_arn).send().await.unwrap();
-    let moved = listed.results()[0].approximate_number_of_messages_moved() as usize;
+    let moved = listed.results()[0].approximate_number_of_messages_moved() as u64;
     assert!(moved >= moved_at_cancel.max(1) && moved < 20, "{moved}");
-    assert_eq!((depth(url.clone()).await, depth(dlq.clone()).await), (moved, 20 - moved), "nothing lost or doubled");
+    assert_eq!(
+        (visible(client, &url).await, visible(client, &dlq).await),
+        (moved, 20 - moved),
+        "nothing lost or doubled"
+    );
     let again = client.cancel_message_move_task().task_handle(&handle).send().await.unwrap_err();
     assert_eq!(code_of(&again), "AWS.SimpleQueueService.UnsupportedOperation");
 
     // A fast rate moves the rest and completes.
     client.start_message_move_task().source_arn(dlq_arn).max_number_of_messages_per_second(500).send().await.unwrap();
-    for _ in 0..100 {
-        let listed = client.list_message_move_tasks().source_arn(dlq_arn).send().await.unwrap();
-        status = listed.results()[0].status().unwrap_or_default().to_string();
-        if status == "COMPLETED" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(status, "COMPLETED");
-    assert_eq!((depth(url.clone()).await, depth(dlq.clone()).await), (20, 0));
+    assert_eq!(newest_task_status_after(client, dlq_arn, "COMPLETED").await, "COMPLETED");
+    assert_eq!((visible(client, &url).await, visible(client, &dlq).await), (20, 0));
     let listed = client.list_message_move_tasks().source_arn(dlq_arn).max_results(2).send().await.unwrap();
     assert_eq!(listed.results().len(), 2, "the two tasks, newest first");
     assert_eq!(listed.results()[1].status(), Some("CANCELLED"));
@@ -579,14 +563,7 @@ async fn a_message_move_task_returns_dead_letters_to_their_queue() {
     let mut dead = 0;
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let attrs = client
-            .get_queue_attributes()
-            .queue_url(&dlq)
-            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-            .send()
-            .await
-            .unwrap();
-        dead = attrs.attributes().unwrap()[&QueueAttributeName::ApproximateNumberOfMessages].parse().unwrap();
+        dead = visible(client, &dlq).await;
         if dead == 1 {
             break;
         }

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use aws_sdk_sqs::types::QueueAttributeName;
-use common::{TestServer, code_of};
+use common::{TestServer, code_of, redrive_policy, redrive_to, set_redrive_policy, visible};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_get_list_and_delete_queues() {
@@ -157,22 +157,9 @@ async fn queue_attributes_are_validated_reported_and_changed() {
     // A redrive policy can be set after creation (more in
     // a_redrive_policy_set_later_moves_poison_and_can_be_removed).
     server.create("attrs-dlq", &[]).await;
-    let policy = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:attrs-dlq","maxReceiveCount":3}"#;
-    client
-        .set_queue_attributes()
-        .queue_url(&url)
-        .attributes(QueueAttributeName::RedrivePolicy, policy)
-        .send()
-        .await
-        .unwrap();
-    let a = client
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(QueueAttributeName::RedrivePolicy)
-        .send()
-        .await
-        .unwrap();
-    assert!(a.attributes().unwrap()[&QueueAttributeName::RedrivePolicy].contains("attrs-dlq"), "{a:?}");
+    set_redrive_policy(client, &url, &redrive_to("attrs-dlq", 3)).await.unwrap();
+    let policy = redrive_policy(client, &url).await.expect("a policy");
+    assert!(policy["deadLetterTargetArn"].as_str().unwrap().ends_with(":attrs-dlq"), "{policy}");
     let no_target = client
         .create_queue()
         .queue_name("orphan")
@@ -185,18 +172,6 @@ async fn queue_attributes_are_validated_reported_and_changed() {
         .unwrap_err();
     assert_eq!(code_of(&no_target), "InvalidAttributeValue");
     server.stop().await;
-}
-
-/// The policy of one queue, or `None` when it has none.
-async fn redrive_policy(client: &aws_sdk_sqs::Client, url: &str) -> Option<serde_json::Value> {
-    let a = client
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::RedrivePolicy)
-        .send()
-        .await
-        .unwrap();
-    a.attributes().and_then(|a| a.get(&QueueAttributeName::RedrivePolicy)).map(|p| serde_json::from_str(p).unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -217,14 +192,7 @@ async fn a_redrive_policy_set_later_moves_poison_and_can_be_removed() {
     clock.advance(Duration::from_secs(6));
 
     // Set while the message is failing: its next failure at the ceiling moves it.
-    let policy = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:later-dlq","maxReceiveCount":2}"#;
-    client
-        .set_queue_attributes()
-        .queue_url(&url)
-        .attributes(QueueAttributeName::RedrivePolicy, policy)
-        .send()
-        .await
-        .unwrap();
+    set_redrive_policy(client, &url, &redrive_to("later-dlq", 2)).await.unwrap();
     let set = redrive_policy(client, &url).await.expect("a policy");
     assert_eq!(set["maxReceiveCount"], 2);
     assert_eq!(set["deadLetterTargetArn"], "arn:aws:sqs:us-east-1:000000000000:later-dlq");
@@ -237,27 +205,14 @@ async fn a_redrive_policy_set_later_moves_poison_and_can_be_removed() {
     assert_eq!(moved.messages()[0].body(), Some("poison"));
 
     // A cycle is refused and changes nothing.
-    let back = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:later","maxReceiveCount":2}"#;
-    let cycle = client
-        .set_queue_attributes()
-        .queue_url(&dlq)
-        .attributes(QueueAttributeName::RedrivePolicy, back)
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(code_of(&cycle), "InvalidAttributeValue");
+    let cycle = set_redrive_policy(client, &dlq, &redrive_to("later", 2)).await;
+    assert_eq!(cycle, Err("InvalidAttributeValue".to_string()));
     assert_eq!(redrive_policy(client, &dlq).await, None);
 
     // An empty policy removes it; the dead-letter queue can then go.
     let in_use = client.delete_queue().queue_url(&dlq).send().await.unwrap_err();
     assert_eq!(code_of(&in_use), "InvalidParameterValue");
-    client
-        .set_queue_attributes()
-        .queue_url(&url)
-        .attributes(QueueAttributeName::RedrivePolicy, "")
-        .send()
-        .await
-        .unwrap();
+    set_redrive_policy(client, &url, "").await.unwrap();
     assert_eq!(redrive_policy(client, &url).await, None);
     assert!(client.list_dead_letter_source_queues().queue_url(&dlq).send().await.unwrap().queue_urls().is_empty());
     client.delete_queue().queue_url(&dlq).send().await.unwrap();
@@ -350,15 +305,7 @@ async fn a_durable_server_keeps_queues_attributes_and_messages_across_restarts()
         .unwrap();
     // A redrive policy set after both queues were created (the source first).
     server.create("kept-dlq", &[]).await;
-    let policy = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:kept-dlq","maxReceiveCount":4}"#;
-    server
-        .client
-        .set_queue_attributes()
-        .queue_url(&url)
-        .attributes(QueueAttributeName::RedrivePolicy, policy)
-        .send()
-        .await
-        .unwrap();
+    set_redrive_policy(&server.client, &url, &redrive_to("kept-dlq", 4)).await.unwrap();
     server.client.tag_queue().queue_url(&url).tags("kept", "yes").send().await.unwrap();
     server.stop().await;
 
@@ -389,33 +336,23 @@ async fn message_retention_period_is_enforced_by_the_engine() {
     let clock = leaseq::ManualClock::new();
     let server = TestServer::on_clock(clock.clone()).await;
     let client = &server.client;
-    let visible = |url: String| async move {
-        let a = client
-            .get_queue_attributes()
-            .queue_url(url)
-            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-            .send()
-            .await
-            .unwrap();
-        a.attributes().unwrap()[&QueueAttributeName::ApproximateNumberOfMessages].parse::<u64>().unwrap()
-    };
     let short = server.create("short", &[("MessageRetentionPeriod", "60")]).await;
     let default = server.create("default", &[]).await;
     for url in [&short, &default] {
         client.send_message().queue_url(url).message_body("m").send().await.unwrap();
     }
     clock.advance(Duration::from_secs(59));
-    assert_eq!(visible(short.clone()).await, 1);
+    assert_eq!(visible(client, &short).await, 1);
     clock.advance(Duration::from_secs(1));
-    assert_eq!(visible(short.clone()).await, 0, "60 s after the send the message is gone");
+    assert_eq!(visible(client, &short).await, 0, "60 s after the send the message is gone");
     let got = client.receive_message().queue_url(&short).send().await.unwrap();
     assert!(got.messages().is_empty());
 
     // SQS's default is four days.
     clock.advance(Duration::from_secs(4 * 86_400 - 61));
-    assert_eq!(visible(default.clone()).await, 1);
+    assert_eq!(visible(client, &default).await, 1);
     clock.advance(Duration::from_secs(1));
-    assert_eq!(visible(default.clone()).await, 0);
+    assert_eq!(visible(client, &default).await, 0);
 
     // A change applies to the engine queue.
     client
@@ -427,9 +364,9 @@ async fn message_retention_period_is_enforced_by_the_engine() {
         .unwrap();
     client.send_message().queue_url(&short).message_body("m").send().await.unwrap();
     clock.advance(Duration::from_secs(100));
-    assert_eq!(visible(short.clone()).await, 1, "kept past the old 60 s");
+    assert_eq!(visible(client, &short).await, 1, "kept past the old 60 s");
     clock.advance(Duration::from_secs(20));
-    assert_eq!(visible(short.clone()).await, 0);
+    assert_eq!(visible(client, &short).await, 0);
 
     let metrics = server.metrics().await;
     assert!(metrics.contains("leaseq_queue_events_total{queue=\"short\",event=\"retention_dropped\"} 2"), "{metrics}");

@@ -65,9 +65,10 @@ impl NameChoice {
 
 /// A retry backoff.
 #[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BackoffSpec {
     /// `Backoff::None`.
+    #[default]
     None,
     /// `Backoff::Fixed`.
     Fixed(Span),
@@ -83,9 +84,10 @@ pub enum BackoffSpec {
 }
 
 /// A queue config: `None` fields take the default, so most configs are valid
-/// and the rest break one or two rules.
+/// and the rest break one or two rules. `ConfigSpec::default()` is the
+/// engine's default config, unrepaired.
 #[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ConfigSpec {
     /// `visibility_timeout`.
     pub visibility: Option<Span>,

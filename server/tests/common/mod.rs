@@ -170,3 +170,34 @@ where
         .unwrap_or_else(|| "not a service error".to_string())
 }
 pub mod cluster;
+
+/// `ApproximateNumberOfMessages` of the queue at `url`.
+pub async fn visible(client: &Client, url: &str) -> u64 {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let name = QueueAttributeName::ApproximateNumberOfMessages;
+    let answer = client.get_queue_attributes().queue_url(url).attribute_names(name.clone()).send().await.unwrap();
+    answer.attributes().unwrap()[&name].parse().unwrap()
+}
+
+/// A RedrivePolicy naming dead-letter queue `dlq` with `maxReceiveCount`.
+pub fn redrive_to(dlq: &str, max_receive_count: u32) -> String {
+    format!(
+        r#"{{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:{dlq}","maxReceiveCount":{max_receive_count}}}"#
+    )
+}
+
+/// Sets the RedrivePolicy of the queue at `url` (`""` removes it); the
+/// error's code if the server refuses.
+pub async fn set_redrive_policy(client: &Client, url: &str, policy: &str) -> Result<(), String> {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let set = client.set_queue_attributes().queue_url(url).attributes(QueueAttributeName::RedrivePolicy, policy);
+    set.send().await.map(|_| ()).map_err(|e| code_of(&e))
+}
+
+/// The RedrivePolicy of the queue at `url` as JSON, `None` when it has none.
+pub async fn redrive_policy(client: &Client, url: &str) -> Option<serde_json::Value> {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let name = QueueAttributeName::RedrivePolicy;
+    let answer = client.get_queue_attributes().queue_url(url).attribute_names(name.clone()).send().await.unwrap();
+    answer.attributes().and_then(|a| a.get(&name)).map(|policy| serde_json::from_str(policy).unwrap())
+}
