@@ -1,5 +1,5 @@
-//! SQS's query protocol, for SDKs from before the JSON protocol (boto3
-//! before 1.28.5x, the AWS SDK for Java 1.x and Go v1 before late 2023):
+//! SQS's query protocol, for SDKs from before the JSON protocol (botocore
+//! 1.31.0 / boto3 1.28.0 speaks it, and is tested in server/tests/boto3.sh):
 //! form-encoded requests (`Action=SendMessage&QueueUrl=...`) and XML
 //! answers. A request becomes the JSON protocol's input for the same action
 //! and an answer is rendered from the JSON protocol's output, so both

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs server/tests/boto3_smoke.py with real boto3, and a smoke test with the
 # AWS CLI, against a leaseq-server on a free loopback port; then the same
-# Python test with boto3 1.28.0 / botocore 1.31.0, from before SQS's JSON
-# protocol, which speaks the query protocol. The venvs live under target/;
+# Python test with boto3 1.28.0 / botocore 1.31.0, which speaks SQS's
+# query protocol. The venvs live under target/;
 # each part skips (with the reason) when PyPI cannot be reached.
 # Usage: bash server/tests/boto3.sh
 set -euo pipefail
